@@ -1,0 +1,46 @@
+// swift-tools-version:6.0
+// GlassesLocal — the on-device model manager of the Extentos smart-glasses SDK.
+import PackageDescription
+
+let package = Package(
+    name: "GlassesLocal",
+    products: [
+        .library(name: "GlassesLocal", targets: ["GlassesLocal"]),
+        .library(name: "GlassesLocalVoice", targets: ["GlassesLocalVoice"]),
+        .library(name: "GlassesCore", targets: ["GlassesCore"]),
+        .library(name: "LocalModelKit", targets: ["LocalModelKit"]),
+        .executable(name: "glasses-local", targets: ["glasses-local"]),
+    ],
+    targets: [
+        // C system libraries: one target each, Debian -dev packages as providers.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+
+        // The engine: instance-based, no global state.
+        .target(
+            name: "LocalModelKit",
+            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto"]
+        ),
+        // The SDK seam: Extentos.create(config:) and the local-tier registry.
+        .target(name: "GlassesCore"),
+        // Public facades.
+        .target(name: "GlassesLocal", dependencies: ["LocalModelKit", "GlassesCore"]),
+        .target(name: "GlassesLocalVoice", dependencies: ["GlassesLocal", "LocalModelKit"]),
+        // The command-line tool.
+        .executableTarget(name: "glasses-local", dependencies: ["LocalModelKit"]),
+
+        .testTarget(
+            name: "LocalModelKitTests",
+            dependencies: ["LocalModelKit"],
+            resources: [.copy("Inputs")]
+        ),
+        .testTarget(name: "GlassesLocalTests", dependencies: ["GlassesLocal", "GlassesCore", "LocalModelKit"]),
+        .testTarget(
+            name: "GlassesLocalCLITests",
+            dependencies: ["LocalModelKit"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

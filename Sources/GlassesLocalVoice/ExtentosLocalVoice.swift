@@ -1,0 +1,46 @@
+import Foundation
+import GlassesCore
+import GlassesLocal
+import LocalModelKit
+import Synchronization
+
+/// The on-device voice (Kokoro) as the SDK sees it.
+public enum ExtentosLocalVoice {
+    private static let registered = Mutex(false)
+
+    /// Makes the on-device voice known to the SDK. Call it before `Extentos.create(config:)`.
+    public static func register() {
+        registered.withLock { $0 = true }
+    }
+
+    /// Whether ``register()`` ran.
+    public static var isRegistered: Bool { registered.withLock { $0 } }
+
+    /// The installed voice bundle's folder, or nil when it is not installed.
+    public static var modelDirectory: URL? {
+        guard let engine = try? ExtentosLocalTier.sharedEngine(),
+              let status = try? engine.status(of: KokoroVoiceModel.modelId), status.isInstalled,
+              let record = try? engine.record(of: KokoroVoiceModel.modelId) else { return nil }
+        let path = record.path ?? engine.layout.installPath(id: KokoroVoiceModel.modelId, kind: .voice)
+        return URL(fileURLWithPath: path, isDirectory: true)
+    }
+}
+
+/// The Kokoro English voice bundle (11 speakers), catalog id `kokoro-en-v0_19`.
+public enum KokoroVoiceModel {
+    /// The catalog id of the voice bundle.
+    public static let modelId = "kokoro-en-v0_19"
+
+    /// Bytes of the installed bundle (from the catalog; 0 if the catalog lacks it).
+    public static var totalBytes: Int {
+        guard let engine = try? ExtentosLocalTier.sharedEngine(),
+              let model = engine.catalog.model(id: modelId) else { return 0 }
+        return Int(model.installedBytes)
+    }
+
+    /// True only when every file was verified and the install committed.
+    public static func isInstalled() -> Bool {
+        guard let engine = try? ExtentosLocalTier.sharedEngine() else { return false }
+        return (try? engine.status(of: modelId).isInstalled) ?? false
+    }
+}

@@ -1,0 +1,122 @@
+// The catalog: which models exist, which files make each one, and where to fetch them.
+
+/// What a model is for.
+public enum ModelKind: String, Sendable, CaseIterable {
+    /// A language model on the local-tier ladder; `autoChoice` picks among these.
+    case llm
+    /// A text-to-speech voice bundle (Kokoro), installed under `voices/<id>/`.
+    case voice
+}
+
+/// One file of a model's installed tree.
+public struct CatalogFile: Sendable, Hashable {
+    /// Relative path inside the model folder, `/`-separated, never `..` or absolute.
+    public var path: String
+    /// Exact size in bytes.
+    public var size: Int64
+    /// Lowercase hex SHA-256, or nil when no trusted hash is known (the file is then
+    /// size-checked only, unless an archive source's hash covers it).
+    public var sha256: String?
+
+    public init(path: String, size: Int64, sha256: String?) {
+        self.path = path
+        self.size = size
+        self.sha256 = sha256
+    }
+}
+
+/// Archive formats the unpacker enables; nothing else is read.
+public enum ArchiveFormat: String, Sendable, CaseIterable {
+    case tarBz2 = "tar.bz2"
+    case tarGz = "tar.gz"
+    case tarXz = "tar.xz"
+    case tarZst = "tar.zst"
+    case tar
+    case zip
+}
+
+/// One archive that unpacks to a model's whole `files` tree.
+public struct ArchiveSource: Sendable, Hashable {
+    public var url: String
+    public var format: ArchiveFormat
+    public var size: Int64
+    public var sha256: String
+    /// Leading path components dropped from every entry (like `tar --strip-components`).
+    public var stripComponents: Int
+}
+
+/// Where a model's bytes come from. Sources are tried in catalog order.
+public enum ModelSource: Sendable, Hashable {
+    /// Each file fetched at `baseURL` + percent-encoded path. `baseURL` ends with `/`.
+    case files(baseURL: String)
+    /// One archive, verified, then extracted and checked against `files`.
+    case archive(ArchiveSource)
+
+    /// The URL(s) this source names, for `--mirror` and messages.
+    public var primaryURL: String {
+        switch self {
+        case .files(let base): return base
+        case .archive(let a): return a.url
+        }
+    }
+}
+
+/// One model of the catalog.
+public struct CatalogModel: Sendable, Hashable {
+    public var id: String
+    public var kind: ModelKind
+    public var displayName: String
+    /// Memory the loaded model needs, in MB (not its download size).
+    public var requiredMb: Int
+    /// Whether `autoChoice` may pick it.
+    public var autoEligible: Bool
+    /// The upstream revision the URLs pin, when there is one.
+    public var revision: String?
+    public var files: [CatalogFile]
+    public var sources: [ModelSource]
+
+    /// Bytes of the installed tree.
+    public var installedBytes: Int64 { files.reduce(0) { $0 + $1.size } }
+
+    /// Bytes fetched over the network by the preferred (first) source.
+    public var downloadBytes: Int64 {
+        switch sources.first {
+        case .archive(let a)?: return a.size
+        default: return installedBytes
+        }
+    }
+
+    /// True when some file has no known hash and no archive hash covers it.
+    public var hasSizeOnlyFiles: Bool {
+        if case .archive? = sources.first { return false }
+        return files.contains { $0.sha256 == nil }
+    }
+}
+
+/// A validated catalog.
+public struct Catalog: Sendable {
+    public var schemaVersion: Int
+    /// Monotonic version; a store refuses a catalog older than one it has seen (rollback).
+    public var catalogVersion: Int
+    public var generatedAt: String
+    public var models: [CatalogModel]
+    private var index: [String: Int]
+
+    public init(schemaVersion: Int = 1, catalogVersion: Int, generatedAt: String, models: [CatalogModel]) {
+        self.schemaVersion = schemaVersion
+        self.catalogVersion = catalogVersion
+        self.generatedAt = generatedAt
+        self.models = models
+        var index: [String: Int] = [:]
+        for (n, m) in models.enumerated() where index[m.id] == nil { index[m.id] = n }
+        self.index = index
+    }
+
+    /// The model with this id, or nil.
+    public func model(id: String) -> CatalogModel? {
+        index[id].map { models[$0] }
+    }
+
+    /// The local-tier ladder: `llm` models, in catalog order.
+    public var ladder: [CatalogModel] { models.filter { $0.kind == .llm } }
+}

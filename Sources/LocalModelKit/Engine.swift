@@ -1,0 +1,208 @@
+import Foundation
+import Synchronization
+
+/// What the engine reports about one catalog model.
+public struct ModelStatus: Sendable, Equatable {
+    public var model: CatalogModel
+    /// Every file verified and the install committed (records + a `stat` of the folder).
+    public var isInstalled: Bool
+    /// A download was started and not finished.
+    public var isPartial: Bool
+    public var fit: StorageFit
+}
+
+/// Whether a model's install fits the store's filesystem.
+public struct StorageFit: Sendable, Equatable {
+    public var modelId: String
+    /// What installing still needs: bytes not yet downloaded + unpack room + margin.
+    public var requiredBytes: Int64
+    /// Free space for this user on the store's filesystem, minus what other downloads
+    /// in flight have reserved.
+    public var availableBytes: Int64
+    /// Bytes of this model already on disk (partial data, or everything when installed).
+    public var presentBytes: Int64
+
+    public var fits: Bool { requiredBytes <= availableBytes }
+    /// Rounded up: never promise less than is needed.
+    public var requiredMb: Int { Int((requiredBytes + (1 << 20) - 1) >> 20) }
+    /// Rounded down: never promise more than there is.
+    public var availableMb: Int { Int(max(0, availableBytes) >> 20) }
+}
+
+/// A domain error of the engine, with what to do next.
+public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unknownModel(String)
+    /// The catalog is older than one this store has already accepted (P7).
+    case catalogRollback(offered: Int, recorded: Int, store: String)
+
+    public var description: String {
+        switch self {
+        case .unknownModel(let id):
+            return "unknown model '\(id)'. Run 'glasses-local list' to see the catalog's model ids."
+        case let .catalogRollback(offered, recorded, store):
+            return "catalog version \(offered) is older than version \(recorded) already used by the store \(store); refusing a rollback. Use the newer catalog (or a store of its own with --store)."
+        }
+    }
+}
+
+/// The safety margin added to every storage requirement: 32 MiB plus 1% of the model,
+/// so a "fits" answer survives logs, the records database and filesystem overhead.
+public enum StorageMargin {
+    public static func bytes(forInstalledBytes installed: Int64) -> Int64 {
+        (32 << 20) + installed / 100
+    }
+}
+
+/// The model manager for one store and one catalog. All logic lives here; the public
+/// facades only choose a shared instance. Thread-safe.
+public final class LocalModelEngine: Sendable {
+    public let layout: StoreLayout
+    public let catalog: Catalog
+    public let probe: any DeviceProbe
+    /// Share of physical memory a model may use (the memory class budget), 0.5 by default.
+    public let memoryShare: Double
+    private let opened = Mutex<Records?>(nil)
+
+    public init(layout: StoreLayout, catalog: Catalog, probe: any DeviceProbe, memoryShare: Double = 0.5) {
+        self.layout = layout
+        self.catalog = catalog
+        self.probe = probe
+        self.memoryShare = memoryShare
+    }
+
+    // MARK: Opening
+
+    /// Opens the store: creates its folders and records, refuses a catalog rollback, and
+    /// repairs leftovers of interrupted work. Idempotent; later calls return the same records.
+    @discardableResult
+    public func open() throws -> (records: Records, repairs: [RepairAction]) {
+        if let records = opened.withLock({ $0 }) { return (records, []) }
+        try layout.createFolders()
+        let records = try Records(path: layout.recordsPath)
+        let recorded = try records.read { try $0.highestCatalogVersion() }
+        if catalog.catalogVersion < recorded {
+            throw LocalModelError.catalogRollback(offered: catalog.catalogVersion, recorded: recorded, store: layout.root)
+        }
+        if catalog.catalogVersion > recorded {
+            try records.write { ctx in
+                try ctx.noteCatalogVersion(catalog.catalogVersion)
+                try ctx.append(.catalog, modelId: nil, detail: "catalog version \(catalog.catalogVersion) accepted")
+            }
+        }
+        let repairs = try StoreRepair(layout: layout, catalog: catalog, records: records).run()
+        opened.withLock { $0 = records }
+        return (records, repairs)
+    }
+
+    /// The records if the store exists, without creating anything: reads on a store that
+    /// was never written answer "nothing installed" and leave the disk untouched.
+    func existingRecords() throws -> Records? {
+        if let records = opened.withLock({ $0 }) { return records }
+        guard FileIO.exists(layout.recordsPath) else { return nil }
+        return try open().records
+    }
+
+    // MARK: Queries
+
+    /// Every catalog model with its install state and storage fit.
+    public func models() throws -> [ModelStatus] {
+        let records = try existingRecords()
+        let installs = try records?.installs() ?? []
+        let byId = Dictionary(installs.map { ($0.modelId, $0) }, uniquingKeysWith: { a, _ in a })
+        let space = try probe.space(at: layout.root)
+        let reservations = try records?.read { try $0.reservations() } ?? []
+        return catalog.models.map { model in
+            let record = byId[model.id]
+            let installed = isInstalled(model, record: record)
+            let reservedByOthers = reservations.filter { $0.modelId != model.id }.reduce(0) { $0 + $1.bytes }
+            let fit = storageFit(model, installed: installed, space: space, reservedByOthers: reservedByOthers)
+            return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit)
+        }
+    }
+
+    /// The status of one model.
+    public func status(of id: String) throws -> ModelStatus {
+        guard let model = catalog.model(id: id) else { throw LocalModelError.unknownModel(id) }
+        let records = try existingRecords()
+        let record = try records?.install(id)
+        let installed = isInstalled(model, record: record)
+        let reserved = try records?.read { try $0.reservedBytes(excluding: id) } ?? 0
+        let fit = storageFit(model, installed: installed, space: try probe.space(at: layout.root), reservedByOthers: reserved)
+        return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit)
+    }
+
+    /// Storage fit of one model.
+    /// - Throws: `LocalModelError.unknownModel` for an id the catalog does not have.
+    public func deviceFit(for id: String) throws -> StorageFit {
+        try status(of: id).fit
+    }
+
+    /// The autoChoice rule over this device and store.
+    public func autoChoice() throws -> AutoDecision {
+        try AutoChoiceRule.decide(autoChoiceInputs())
+    }
+
+    /// The rule's inputs as read now (for `auto --explain` and tests).
+    public func autoChoiceInputs() throws -> AutoChoiceInputs {
+        let statuses = try models().filter { $0.model.kind == .llm }
+        let memory = probe.memory()
+        let space = try probe.space(at: layout.root)
+        let reserved = try existingRecords()?.read { try $0.reservedBytes() } ?? 0
+        return AutoChoiceInputs(
+            rungs: statuses.map {
+                LadderRung(id: $0.model.id, requiredMb: $0.model.requiredMb, autoEligible: $0.model.autoEligible,
+                           isInstalled: $0.isInstalled, storageNeededBytes: $0.fit.requiredBytes)
+            },
+            classBudgetMb: Int(Double(memory.physicalMb) * memoryShare),
+            availableNowMb: memory.availableMb,
+            freeStorageBytes: max(0, space.availableBytes - reserved))
+    }
+
+    /// The history, newest last.
+    public func history(modelId: String? = nil, limit: Int = 1000) throws -> [HistoryEvent] {
+        try existingRecords()?.history(modelId: modelId, limit: limit) ?? []
+    }
+
+    /// The record of one model, if any.
+    public func record(of id: String) throws -> InstallRecord? {
+        try existingRecords()?.install(id)
+    }
+
+    // MARK: Rules
+
+    /// Installed means: a committed `installed` record and its folder present. A `stat`,
+    /// never a re-hash: start-up must stay nearly free.
+    func isInstalled(_ model: CatalogModel, record: InstallRecord?) -> Bool {
+        guard let record, record.state == .installed else { return false }
+        return FileIO.isDirectory(record.path ?? layout.installPath(id: model.id, kind: model.kind))
+    }
+
+    /// Bytes of the preferred source already downloaded into `.partial/<id>`.
+    func partialBytes(_ model: CatalogModel) -> Int64 {
+        switch model.sources.first {
+        case .archive(let archive)?:
+            return min(FileIO.regularFileSize(layout.partialArchivePath(id: model.id)) ?? 0, archive.size)
+        default:
+            let dir = layout.partialPath(id: model.id)
+            guard FileIO.isDirectory(dir) else { return 0 }
+            return model.files.reduce(0) { sum, file in
+                sum + min(FileIO.regularFileSize(dir + "/" + file.path) ?? 0, file.size)
+            }
+        }
+    }
+
+    func storageFit(_ model: CatalogModel, installed: Bool, space: FilesystemSpace, reservedByOthers: Int64) -> StorageFit {
+        let available = max(0, space.availableBytes - reservedByOthers)
+        if installed {
+            return StorageFit(modelId: model.id, requiredBytes: 0, availableBytes: available, presentBytes: model.installedBytes)
+        }
+        let present = partialBytes(model)
+        let remaining = max(0, model.downloadBytes - present)
+        // An archive is extracted next to itself: the whole tree needs room while it exists.
+        let unpackRoom: Int64
+        if case .archive? = model.sources.first { unpackRoom = model.installedBytes } else { unpackRoom = 0 }
+        let required = remaining + unpackRoom + StorageMargin.bytes(forInstalledBytes: model.installedBytes)
+        return StorageFit(modelId: model.id, requiredBytes: required, availableBytes: available, presentBytes: present)
+    }
+}
+

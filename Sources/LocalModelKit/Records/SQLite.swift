@@ -1,0 +1,159 @@
+// The only Swift file that touches SQLite. A deliberately small wrapper: a connection,
+// prepared statements with typed binding, and errors that carry SQLite's own message
+// plus what was being attempted. https://sqlite.org/c3ref/intro.html
+internal import CSQLite
+
+/// A SQLite failure: the result code, SQLite's message and what was being attempted.
+public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The extended result code.
+    public var code: Int32
+    public var message: String
+    public var description: String { message }
+
+    /// The database file is not a database, or is damaged.
+    public var isCorruption: Bool {
+        let primary = code & 0xFF
+        return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB
+    }
+
+    public var isBusy: Bool {
+        let primary = code & 0xFF
+        return primary == SQLITE_BUSY || primary == SQLITE_LOCKED
+    }
+}
+
+/// A value read from or bound to a statement.
+public enum SQLiteValue: Sendable, Equatable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+
+    public var int64: Int64? { if case .integer(let i) = self { return i }; return nil }
+    public var string: String? { if case .text(let s) = self { return s }; return nil }
+    public var double: Double? {
+        switch self {
+        case .real(let d): return d
+        case .integer(let i): return Double(i)
+        default: return nil
+        }
+    }
+}
+
+/// One row of a result, by column index.
+public struct SQLiteRow: Sendable {
+    public var values: [SQLiteValue]
+    public subscript(_ i: Int) -> SQLiteValue { values[i] }
+}
+
+// SQLite asks for a destructor; -1 tells it to copy the bytes (GRDB, SwiftPM).
+private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+/// One SQLite connection. Not Sendable: confine it to one thread, actor or lock.
+public final class SQLiteConnection {
+    private let handle: OpaquePointer
+    /// The file this connection opened, for messages.
+    public let path: String
+
+    /// Opens (creating if asked) a database file.
+    /// - Parameter busyTimeoutMs: how long a writer waits for another process's lock
+    ///   before SQLite gives up; callers retry beyond that, so users never see BUSY.
+    public init(path: String, create: Bool, readOnly: Bool = false, busyTimeoutMs: Int32 = 10_000) throws(SQLiteError) {
+        self.path = path
+        var db: OpaquePointer?
+        var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        flags |= readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
+        if create && !readOnly { flags |= SQLITE_OPEN_CREATE }
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
+            if let db { sqlite3_close_v2(db) }
+            throw SQLiteError(code: rc, message: "open records database \(path): \(message)")
+        }
+        handle = db
+        sqlite3_extended_result_codes(db, 1)
+        sqlite3_busy_timeout(db, busyTimeoutMs)
+    }
+
+    deinit { sqlite3_close_v2(handle) }
+
+    /// Builds an error from the connection's last message.
+    private func error(_ rc: Int32, _ what: String) -> SQLiteError {
+        SQLiteError(code: rc, message: "\(what) in \(path): \(String(cString: sqlite3_errmsg(handle)))")
+    }
+
+    /// Runs one or more statements that return nothing.
+    public func execute(_ sql: String) throws(SQLiteError) {
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &errorMessage)
+        if rc != SQLITE_OK {
+            let text = errorMessage.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
+            sqlite3_free(errorMessage)
+            throw SQLiteError(code: sqlite3_extended_errcode(handle), message: "\(sql.prefix(60)) in \(path): \(text)")
+        }
+    }
+
+    /// Runs one statement with bound values and returns every row.
+    @discardableResult
+    public func query(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) -> [SQLiteRow] {
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v2(handle, sql, -1, &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else { throw error(rc, "prepare \(sql.prefix(60))") }
+        defer { sqlite3_finalize(stmt) }
+        for (n, value) in arguments.enumerated() {
+            let index = Int32(n + 1)
+            let brc: Int32
+            switch value {
+            case .null: brc = sqlite3_bind_null(stmt, index)
+            case .integer(let i): brc = sqlite3_bind_int64(stmt, index, i)
+            case .real(let d): brc = sqlite3_bind_double(stmt, index, d)
+            case .text(let s): brc = sqlite3_bind_text(stmt, index, s, -1, transient)
+            }
+            guard brc == SQLITE_OK else { throw error(brc, "bind \(sql.prefix(60))") }
+        }
+        var rows: [SQLiteRow] = []
+        let columns = sqlite3_column_count(stmt)
+        while true {
+            let step = sqlite3_step(stmt)
+            if step == SQLITE_DONE { break }
+            guard step == SQLITE_ROW else { throw error(step, "run \(sql.prefix(60))") }
+            var values: [SQLiteValue] = []
+            values.reserveCapacity(Int(columns))
+            for c in 0..<columns {
+                switch sqlite3_column_type(stmt, c) {
+                case SQLITE_INTEGER: values.append(.integer(sqlite3_column_int64(stmt, c)))
+                case SQLITE_FLOAT: values.append(.real(sqlite3_column_double(stmt, c)))
+                case SQLITE_NULL: values.append(.null)
+                default:
+                    if let text = sqlite3_column_text(stmt, c) {
+                        values.append(.text(String(cString: text)))
+                    } else {
+                        values.append(.null)
+                    }
+                }
+            }
+            rows.append(SQLiteRow(values: values))
+        }
+        return rows
+    }
+
+    /// The first column of the first row, or `.null`.
+    public func scalar(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) -> SQLiteValue {
+        try query(sql, arguments).first?.values.first ?? .null
+    }
+
+    /// Rows changed by the last statement.
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// Whether the connection is inside a transaction.
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+    /// The SQLite library version, for `doctor`.
+    public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
+
+    /// The primary result code of "database is busy", for retry loops.
+    public static func isBusy(_ error: SQLiteError) -> Bool { error.isBusy }
+}
+
+@available(*, unavailable)
+extension SQLiteConnection: Sendable {}

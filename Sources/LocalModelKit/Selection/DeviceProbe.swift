@@ -1,0 +1,130 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Memory readings that drive `autoChoice`.
+public struct MemoryReading: Sendable, Equatable {
+    /// Physical memory (on Linux the smaller of `MemTotal` and the cgroup limit).
+    public var physicalMb: Int
+    /// Memory available now (`MemAvailable`, capped by the cgroup's headroom).
+    public var availableMb: Int
+    /// Where the numbers came from ("/proc/meminfo", "EXTENTOS_MEMORY_MB", …), for `doctor`.
+    public var source: String
+
+    public init(physicalMb: Int, availableMb: Int, source: String) {
+        self.physicalMb = physicalMb
+        self.availableMb = availableMb
+        self.source = source
+    }
+}
+
+/// What the engine asks of the device. A parameter of the engine so tests can stand in
+/// for a phone's memory; storage is always read from the real filesystem.
+public protocol DeviceProbe: Sendable {
+    func memory() -> MemoryReading
+    func space(at path: String) throws(SystemError) -> FilesystemSpace
+}
+
+/// Reads the real device, honouring the documented overrides
+/// `EXTENTOS_MEMORY_MB` (physical) and `EXTENTOS_MEMORY_AVAILABLE_MB` (available now).
+public struct SystemDeviceProbe: DeviceProbe {
+    public var environment: [String: String]
+    /// Root of `/proc` and `/sys` (a parameter so tests can feed fixture files).
+    public var procRoot: String
+    public var sysRoot: String
+
+    public init(environment: [String: String], procRoot: String = "/proc", sysRoot: String = "/sys") {
+        self.environment = environment
+        self.procRoot = procRoot
+        self.sysRoot = sysRoot
+    }
+
+    public func space(at path: String) throws(SystemError) -> FilesystemSpace {
+        try FilesystemSpace.of(path: path)
+    }
+
+    public func memory() -> MemoryReading {
+        let physicalOverride = environment["EXTENTOS_MEMORY_MB"].flatMap(Self.megabytes)
+        let availableOverride = environment["EXTENTOS_MEMORY_AVAILABLE_MB"].flatMap(Self.megabytes)
+        if let physicalOverride, let availableOverride {
+            return MemoryReading(physicalMb: physicalOverride, availableMb: min(availableOverride, physicalOverride),
+                                 source: "EXTENTOS_MEMORY_MB, EXTENTOS_MEMORY_AVAILABLE_MB")
+        }
+        var measured = readMeminfo()
+        if let limit = cgroupLimitMb() {
+            measured.physical = min(measured.physical, limit.limit)
+            measured.available = min(measured.available, max(0, limit.limit - limit.used))
+            measured.source += " + cgroup memory.max"
+        }
+        var source = measured.source
+        var physical = measured.physical
+        var available = measured.available
+        if let physicalOverride {
+            physical = physicalOverride
+            available = min(available, physicalOverride)
+            source = "EXTENTOS_MEMORY_MB, available from " + source
+        }
+        if let availableOverride {
+            available = min(availableOverride, physical)
+            source = "EXTENTOS_MEMORY_AVAILABLE_MB, physical from " + source
+        }
+        return MemoryReading(physicalMb: physical, availableMb: available, source: source)
+    }
+
+    /// A positive whole number of MB; anything else is ignored (and `doctor` says so).
+    static func megabytes(_ text: String) -> Int? {
+        guard let n = Int(text.trimmingCharacters(in: " \t")), n >= 0, n <= 1 << 30 else { return nil }
+        return n
+    }
+
+    private func readMeminfo() -> (physical: Int, available: Int, source: String) {
+        guard let bytes = try? FileIO.readFile(atPath: procRoot + "/meminfo", limit: 1 << 20) else {
+            // No /proc (macOS, a sandbox): fall back to sysconf, with nothing known about "now".
+            let pages = sysconf(Int32(_SC_PHYS_PAGES))
+            let size = sysconf(Int32(_SC_PAGESIZE))
+            let mb = pages > 0 && size > 0 ? Int(pages) * Int(size) / (1 << 20) : 0
+            return (mb, mb, "sysconf")
+        }
+        var total = 0
+        var available: Int?
+        var free = 0
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard parts.count >= 2, let kb = Int(parts[1]) else { continue }
+            switch parts[0] {
+            case "MemTotal:": total = kb / 1024
+            case "MemAvailable:": available = kb / 1024
+            case "MemFree:": free = kb / 1024
+            default: break
+            }
+        }
+        return (total, available ?? free, procRoot + "/meminfo")
+    }
+
+    /// cgroup v2 limit of this process, when one is set.
+    private func cgroupLimitMb() -> (limit: Int, used: Int)? {
+        guard let text = try? FileIO.readFile(atPath: procRoot + "/self/cgroup", limit: 1 << 16) else { return nil }
+        // cgroup v2: one line "0::/path".
+        guard let line = String(decoding: text, as: UTF8.self).split(separator: "\n").first(where: { $0.hasPrefix("0::") }) else { return nil }
+        let group = String(line.dropFirst(3))
+        let dir = sysRoot + "/fs/cgroup" + (group == "/" ? "" : group)
+        guard let maxText = try? FileIO.readFile(atPath: dir + "/memory.max", limit: 64),
+              let limit = Int64(String(decoding: maxText, as: UTF8.self).trimmingCharacters(in: " \n")) else { return nil }
+        let current = (try? FileIO.readFile(atPath: dir + "/memory.current", limit: 64))
+            .flatMap { Int64(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: " \n")) } ?? 0
+        return (Int(limit >> 20), Int(current >> 20))
+    }
+}
+
+extension String {
+    /// Foundation-free trim for a small set of characters.
+    func trimmingCharacters(in set: String) -> String {
+        let chars = Set(set)
+        var s = Substring(self)
+        while let f = s.first, chars.contains(f) { s = s.dropFirst() }
+        while let l = s.last, chars.contains(l) { s = s.dropLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,157 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Where models live on disk, and the layout inside:
+///
+/// ```
+/// <root>/records.sqlite3      install records (WAL)
+/// <root>/<id>/                an installed model
+/// <root>/voices/<id>/         an installed voice bundle
+/// <root>/.partial/<id>/       resumable data of a download in progress (files sources)
+/// <root>/.partial/<id>@archive  the archive being downloaded (archive sources)
+/// <root>/.staging/<id>/       a verified tree about to be renamed into place
+/// <root>/.locks/<id>.lock     one flock file per model
+/// ```
+public struct StoreLayout: Sendable, Equatable {
+    /// Absolute path of the store folder.
+    public let root: String
+
+    public init(root: String) {
+        self.root = FileIO.absolutePath(root)
+    }
+
+    /// The default store: `$EXTENTOS_MODELS_DIR`, else `$XDG_DATA_HOME/extentos/models`,
+    /// else `~/.local/share/extentos/models`.
+    /// - Parameter environment: the process environment (a parameter so tests can set it).
+    public static func defaultRoot(environment: [String: String]) -> String? {
+        if let dir = environment["EXTENTOS_MODELS_DIR"], !dir.isEmpty { return dir }
+        if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return xdg + "/extentos/models" }
+        if let home = environment["HOME"], !home.isEmpty { return home + "/.local/share/extentos/models" }
+        // No HOME (a bare systemd unit): fall back to the password database.
+        if let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir {
+            return String(cString: dir) + "/.local/share/extentos/models"
+        }
+        return nil
+    }
+
+    public var recordsPath: String { root + "/records.sqlite3" }
+    public var partialRoot: String { root + "/.partial" }
+    public var stagingRoot: String { root + "/.staging" }
+    public var locksRoot: String { root + "/.locks" }
+    public var voicesRoot: String { root + "/voices" }
+
+    /// Final folder of an installed model.
+    public func installPath(id: String, kind: ModelKind) -> String {
+        switch kind {
+        case .llm: return root + "/" + id
+        case .voice: return voicesRoot + "/" + id
+        }
+    }
+
+    public func partialPath(id: String) -> String { partialRoot + "/" + id }
+    /// The archive being downloaded for an archive source (`@` cannot occur in an id,
+    /// so it never collides with a model's partial folder).
+    public func partialArchivePath(id: String) -> String { partialRoot + "/" + id + "@archive" }
+    public func stagingPath(id: String) -> String { stagingRoot + "/" + id }
+    public func lockPath(id: String) -> String { locksRoot + "/" + id + ".lock" }
+
+    /// Creates the store folders that do not exist yet.
+    public func createFolders() throws(SystemError) {
+        for dir in [root, partialRoot, stagingRoot, locksRoot, voicesRoot] {
+            try FileIO.createDirectory(dir)
+        }
+    }
+}
+
+/// Free space of a filesystem, as `statvfs` sees it.
+public struct FilesystemSpace: Sendable, Equatable {
+    /// Bytes available to this (unprivileged) user: `f_bavail × f_frsize`.
+    public var availableBytes: Int64
+    /// Bytes of the whole filesystem.
+    public var totalBytes: Int64
+
+    /// The space of the filesystem holding `path`, or of its nearest existing ancestor
+    /// (a store that does not exist yet will be created there).
+    public static func of(path: String) throws(SystemError) -> FilesystemSpace {
+        var probe = FileIO.absolutePath(path)
+        while !FileIO.exists(probe), probe != "/" {
+            if let slash = probe.lastIndex(of: "/") {
+                probe = slash == probe.startIndex ? "/" : String(probe[..<slash])
+            } else {
+                probe = "/"
+            }
+        }
+        var vfs = statvfs()
+        guard statvfs(probe, &vfs) == 0 else { throw SystemError(errno: errno, "read free space of \(probe)") }
+        let unit = Int64(vfs.f_frsize != 0 ? vfs.f_frsize : vfs.f_bsize)
+        return FilesystemSpace(availableBytes: Int64(vfs.f_bavail) * unit, totalBytes: Int64(vfs.f_blocks) * unit)
+    }
+}
+
+/// An advisory `flock` on a lock file: one installer per model across processes.
+///
+/// The kernel drops the lock when the descriptor closes, so a process killed with
+/// `kill -9` never leaves a stale lock behind — unlike pid files.
+public final class FileLock {
+    public let path: String
+    private var fd: Int32 = -1
+
+    public init(path: String) {
+        self.path = path
+    }
+
+    deinit { unlock() }
+
+    public var isLocked: Bool { fd >= 0 }
+
+    /// Takes the lock without waiting. Returns false when another process (or another
+    /// `FileLock` in this one) holds it.
+    public func tryLock(exclusive: Bool = true) throws(SystemError) -> Bool {
+        if fd >= 0 { return true }
+        let descriptor = FileIO.retrying { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        guard descriptor >= 0 else { throw SystemError(errno: errno, "open lock file \(path)") }
+        if FileIO.retrying({ flock(descriptor, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) }) == 0 {
+            fd = descriptor
+            return true
+        }
+        let e = errno
+        close(descriptor)
+        if e == EWOULDBLOCK { return false }
+        throw SystemError(errno: e, "lock \(path)")
+    }
+
+    /// Waits for the lock.
+    public func lock(exclusive: Bool = true) throws(SystemError) {
+        if fd >= 0 { return }
+        let descriptor = FileIO.retrying { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        guard descriptor >= 0 else { throw SystemError(errno: errno, "open lock file \(path)") }
+        guard FileIO.retrying({ flock(descriptor, exclusive ? LOCK_EX : LOCK_SH) }) == 0 else {
+            let e = errno
+            close(descriptor)
+            throw SystemError(errno: e, "lock \(path)")
+        }
+        fd = descriptor
+    }
+
+    public func unlock() {
+        if fd >= 0 {
+            close(fd)
+            fd = -1
+        }
+    }
+
+    /// Whether some process holds the lock right now (probes with a shared try-lock).
+    public static func isHeld(path: String) -> Bool {
+        guard FileIO.exists(path) else { return false }
+        let probe = FileLock(path: path)
+        let got = (try? probe.tryLock(exclusive: false)) ?? false
+        probe.unlock()
+        return !got
+    }
+}
+
+@available(*, unavailable)
+extension FileLock: Sendable {}

@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One thing start-up repaired, said so a person understands it.
+public struct RepairAction: Sendable, Equatable, CustomStringConvertible {
+    public var modelId: String?
+    public var what: String
+    public var description: String { modelId.map { "\($0): \(what)" } ?? what }
+}
+
+/// Brings a store back to "every model is installed or absent" after a crash (P1).
+///
+/// Runs when a store opens. Each model is repaired only under its own lock, so a
+/// download in progress in another process is never touched. Nothing already
+/// downloaded is thrown away when it can serve as a resume base: an unrecorded tree
+/// goes back to `.partial/<id>` where the next download re-hashes it instead of
+/// fetching it again (P2: it is never trusted without that).
+struct StoreRepair {
+    let layout: StoreLayout
+    let catalog: Catalog
+    let records: Records
+
+    func run() throws -> [RepairAction] {
+        var actions: [RepairAction] = []
+        let installs = try records.installs()
+        let byId = Dictionary(installs.map { ($0.modelId, $0) }, uniquingKeysWith: { a, _ in a })
+
+        // Reservations of downloads whose process is gone (its lock is free).
+        for reservation in try records.read({ try $0.reservations() }) where !FileLock.isHeld(path: layout.lockPath(id: reservation.modelId)) {
+            try records.write { try $0.release(reservation.modelId) }
+            actions.append(RepairAction(modelId: reservation.modelId,
+                                        what: "released \(reservation.bytes) bytes of space reserved by process \(reservation.pid), which is gone"))
+        }
+
+        for record in installs {
+            let lock = FileLock(path: layout.lockPath(id: record.modelId))
+            guard try lock.tryLock() else { continue }
+            defer { lock.unlock() }
+            // Re-read under the lock: another process may have finished meanwhile.
+            guard let current = try records.install(record.modelId) else { continue }
+            switch current.state {
+            case .installed:
+                let folder = current.path ?? installPath(for: current)
+                if !FileIO.isDirectory(folder) {
+                    try forget(current.modelId, because: "the record said installed but \(folder) is missing; record removed — download it again")
+                    actions.append(RepairAction(modelId: current.modelId, what: "installed folder \(folder) was missing; record removed"))
+                    continue
+                }
+                let files = try records.files(current.modelId)
+                let broken = files.filter { FileIO.regularFileSize(folder + "/" + $0.path) != $0.size }
+                if !broken.isEmpty {
+                    let kept = try salvage(folder, modelId: current.modelId)
+                    try forget(current.modelId, because: "\(broken.count) file(s) missing or with the wrong size (first: \(broken[0].path))")
+                    actions.append(RepairAction(modelId: current.modelId,
+                        what: "\(broken.count) installed file(s) missing or resized (first: \(broken[0].path)); install record removed, "
+                            + (kept ? "the rest kept in .partial to be re-verified by the next download" : "folder removed")))
+                }
+            case .partial:
+                let hasData = FileIO.exists(layout.partialPath(id: current.modelId)) || FileIO.exists(layout.partialArchivePath(id: current.modelId))
+                if !hasData {
+                    try forget(current.modelId, because: "partial download record without partial data")
+                    actions.append(RepairAction(modelId: current.modelId, what: "partial download record had no data left; record removed"))
+                }
+            }
+        }
+
+        // Staging trees: an install that died between verifying and committing.
+        for name in try FileIO.listDirectory(layout.stagingRoot) {
+            let path = layout.stagingRoot + "/" + name
+            let modelId = catalog.model(id: name)?.id ?? byId[name]?.modelId
+            guard let modelId else {
+                let freed = try FileIO.removeTree(path)
+                actions.append(RepairAction(modelId: nil, what: "removed leftover staging entry \(name) (\(freed) bytes)"))
+                continue
+            }
+            let lock = FileLock(path: layout.lockPath(id: modelId))
+            guard try lock.tryLock() else { continue }
+            defer { lock.unlock() }
+            if try records.install(modelId)?.state == .installed {
+                let freed = try FileIO.removeTree(path)
+                actions.append(RepairAction(modelId: modelId, what: "removed a leftover staging copy (\(freed) bytes); the installed model is intact"))
+            } else if try salvage(path, modelId: modelId) {
+                try records.append(.repaired, modelId: modelId, detail: "unfinished install moved back to .partial for re-verification")
+                actions.append(RepairAction(modelId: modelId, what: "unfinished install moved back to .partial; the next download re-verifies it instead of fetching it again"))
+            } else {
+                let freed = try FileIO.removeTree(path)
+                actions.append(RepairAction(modelId: modelId, what: "removed an unfinished install from staging (\(freed) bytes)"))
+            }
+        }
+
+        // Final folders with no installed record: a crash after the rename, before the commit.
+        for model in catalog.models {
+            let folder = layout.installPath(id: model.id, kind: model.kind)
+            guard FileIO.isDirectory(folder) else { continue }
+            let lock = FileLock(path: layout.lockPath(id: model.id))
+            guard try lock.tryLock() else { continue }
+            defer { lock.unlock() }
+            if try records.install(model.id)?.state == .installed { continue }
+            if try salvage(folder, modelId: model.id) {
+                try records.append(.repaired, modelId: model.id, detail: "unrecorded folder moved to .partial for re-verification")
+                actions.append(RepairAction(modelId: model.id, what: "folder \(folder) had no install record; moved to .partial, the next download re-verifies it"))
+            } else {
+                let freed = try FileIO.removeTree(folder)
+                try records.append(.repaired, modelId: model.id, detail: "unrecorded folder removed")
+                actions.append(RepairAction(modelId: model.id, what: "folder \(folder) had no install record; removed (\(freed) bytes)"))
+            }
+        }
+        return actions
+    }
+
+    private func installPath(for record: InstallRecord) -> String {
+        layout.installPath(id: record.modelId, kind: record.kind)
+    }
+
+    /// Moves a tree to `.partial/<id>` when no partial data is there yet. Returns whether it did.
+    private func salvage(_ path: String, modelId: String) throws -> Bool {
+        let partial = layout.partialPath(id: modelId)
+        guard !FileIO.exists(partial) else { return false }
+        guard rename(path, partial) == 0 else { throw SystemError(errno: errno, "move \(path) to \(partial)") }
+        return true
+    }
+
+    private func forget(_ modelId: String, because reason: String) throws {
+        try records.write { ctx in
+            try ctx.deleteInstall(modelId)
+            try ctx.append(.repaired, modelId: modelId, detail: reason)
+        }
+    }
+}

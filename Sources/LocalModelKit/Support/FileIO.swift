@@ -1,0 +1,199 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A failed system call, with the errno and what was being attempted.
+public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var errno: Int32
+    /// "open /x/records.sqlite3: No such file or directory".
+    public var message: String
+    public var description: String { message }
+
+    public init(errno: Int32, _ what: String) {
+        self.errno = errno
+        self.message = "\(what): \(String(cString: strerror(errno)))"
+    }
+
+    public init(message: String, errno: Int32 = 0) {
+        self.errno = errno
+        self.message = message
+    }
+
+    /// True for "no space left" and "quota exceeded".
+    public var isOutOfSpace: Bool { errno == ENOSPC || errno == EDQUOT }
+}
+
+/// Thin, throwing wrappers over the POSIX calls the store needs (swift-system style:
+/// the call, then `errno` turned into an error that says what was attempted).
+public enum FileIO {
+    /// Retries a call interrupted by a signal.
+    @inline(__always)
+    static func retrying<T: BinaryInteger>(_ body: () -> T) -> T {
+        while true {
+            let r = body()
+            if r == -1 && errno == EINTR { continue }
+            return r
+        }
+    }
+
+    /// Reads a whole file, refusing more than `limit` bytes.
+    public static func readFile(atPath path: String, limit: Int) throws(SystemError) -> [UInt8] {
+        let fd = retrying { open(path, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
+        if (st.st_mode & S_IFMT) == S_IFDIR { throw SystemError(errno: EISDIR, "read \(path)") }
+        var out: [UInt8] = []
+        out.reserveCapacity(min(Int(max(st.st_size, 0)), limit) + 1)
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { buf in retrying { read(fd, buf.baseAddress, buf.count) } }
+            if n < 0 { throw SystemError(errno: errno, "read \(path)") }
+            if n == 0 { break }
+            out.append(contentsOf: chunk[0..<n])
+            if out.count > limit {
+                throw SystemError(message: "read \(path): larger than the \(limit) byte limit", errno: EFBIG)
+            }
+        }
+        return out
+    }
+
+    /// Writes `bytes` to `path` through a temporary file, fsync and rename, so a reader
+    /// sees the old file or the new one, never a torn one.
+    public static func writeFileAtomically(_ bytes: [UInt8], toPath path: String, mode: mode_t = 0o644) throws(SystemError) {
+        let tmp = path + ".tmp-\(getpid())"
+        let fd = retrying { open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) }
+        guard fd >= 0 else { throw SystemError(errno: errno, "create \(tmp)") }
+        var ok = false
+        defer {
+            if !ok { unlink(tmp) }
+        }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { buf in retrying { write(fd, buf.baseAddress! + offset, buf.count - offset) } }
+            if n < 0 {
+                let e = errno
+                close(fd)
+                throw SystemError(errno: e, "write \(tmp)")
+            }
+            offset += n
+        }
+        if fsync(fd) != 0 {
+            let e = errno
+            close(fd)
+            throw SystemError(errno: e, "fsync \(tmp)")
+        }
+        close(fd)
+        guard rename(tmp, path) == 0 else { throw SystemError(errno: errno, "rename \(tmp) to \(path)") }
+        ok = true
+    }
+
+    /// `stat`, or nil when nothing is there.
+    public static func status(_ path: String) throws(SystemError) -> stat? {
+        var st = stat()
+        if lstat(path, &st) == 0 { return st }
+        if errno == ENOENT || errno == ENOTDIR { return nil }
+        throw SystemError(errno: errno, "stat \(path)")
+    }
+
+    public static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0
+    }
+
+    public static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// Size of a regular file, or nil when it is absent or not a regular file.
+    public static func regularFileSize(_ path: String) -> Int64? {
+        var st = stat()
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int64(st.st_size)
+    }
+
+    /// `mkdir -p`.
+    public static func createDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) {
+        if isDirectory(path) { return }
+        var prefix = ""
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            prefix += (prefix.isEmpty && !path.hasPrefix("/") ? "" : "/") + component
+            if mkdir(prefix, mode) != 0 && errno != EEXIST {
+                throw SystemError(errno: errno, "create folder \(prefix)")
+            }
+        }
+        guard isDirectory(path) else { throw SystemError(errno: ENOTDIR, "create folder \(path)") }
+    }
+
+    /// Names in a folder (without `.` and `..`); empty when the folder does not exist.
+    public static func listDirectory(_ path: String) throws(SystemError) -> [String] {
+        guard let dir = opendir(path) else {
+            if errno == ENOENT { return [] }
+            throw SystemError(errno: errno, "list \(path)")
+        }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    /// `rm -rf` without following symlinks; returns the bytes of regular files removed.
+    @discardableResult
+    public static func removeTree(_ path: String) throws(SystemError) -> Int64 {
+        guard let st = try status(path) else { return 0 }
+        if (st.st_mode & S_IFMT) == S_IFDIR {
+            var freed: Int64 = 0
+            for name in try listDirectory(path) { freed += try removeTree(path + "/" + name) }
+            guard rmdir(path) == 0 || errno == ENOENT else { throw SystemError(errno: errno, "remove folder \(path)") }
+            return freed
+        }
+        guard unlink(path) == 0 || errno == ENOENT else { throw SystemError(errno: errno, "remove \(path)") }
+        return (st.st_mode & S_IFMT) == S_IFREG ? Int64(st.st_blocks) * 512 : 0
+    }
+
+    /// Regular files under `root`, as paths relative to it, sorted bytewise; symlinks and
+    /// other special files are reported in `others`.
+    public static func walkFiles(_ root: String) throws(SystemError) -> (files: [String], others: [String]) {
+        var files: [String] = []
+        var others: [String] = []
+        func walk(_ relative: String) throws(SystemError) {
+            let full = relative.isEmpty ? root : root + "/" + relative
+            for name in try listDirectory(full) {
+                let rel = relative.isEmpty ? name : relative + "/" + name
+                guard let st = try status(root + "/" + rel) else { continue }
+                switch st.st_mode & S_IFMT {
+                case S_IFDIR: try walk(rel)
+                case S_IFREG: files.append(rel)
+                default: others.append(rel)
+                }
+            }
+        }
+        guard isDirectory(root) else { throw SystemError(errno: ENOTDIR, "read folder \(root)") }
+        try walk("")
+        return (files.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }, others)
+    }
+
+    /// The absolute form of `path` against the working directory (no symlink resolution).
+    public static func absolutePath(_ path: String) -> String {
+        if path.hasPrefix("/") { return normalize(path) }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { return path }
+        let cwd = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return normalize(cwd + "/" + path)
+    }
+
+    /// Removes `.` segments, duplicate slashes and trailing slashes (keeps `..`).
+    static func normalize(_ path: String) -> String {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
+        return "/" + parts.joined(separator: "/")
+    }
+}

@@ -1,0 +1,178 @@
+// Hand-written argument parsing: global options anywhere on the line, a command
+// (optionally with a subcommand), its own options and positional arguments.
+
+/// Process exit codes (DESIGN, "Command line").
+enum ExitCode: Int32 {
+    case ok = 0
+    case failure = 1
+    case usage = 2
+    case doesNotFit = 3
+    case integrity = 4
+    case unknownModel = 5
+    case invalidCatalog = 6
+    case busy = 7
+    case temporary = 75
+    case interrupted = 130
+}
+
+/// An error the command line reports and exits with.
+struct CLIError: Error {
+    var exitCode: ExitCode
+    /// A stable machine-readable code for `--json` ("unknownModel").
+    var code: String
+    var message: String
+    /// The command whose usage to show for usage errors.
+    var usageOf: CommandSpec?
+
+    static func usage(_ message: String, of command: CommandSpec?) -> CLIError {
+        CLIError(exitCode: .usage, code: "usage", message: message, usageOf: command)
+    }
+}
+
+/// One option a command accepts.
+struct OptionSpec {
+    var name: String          // "--store"
+    var valueName: String?    // "DIR"; nil for a flag
+    var help: String
+}
+
+/// One command (or `catalog validate` style subcommand).
+struct CommandSpec {
+    var name: String                       // "fit" or "catalog validate"
+    var abstract: String
+    var discussion: String = ""
+    var arguments: [(name: String, help: String)] = []
+    /// How many positional arguments: `min...max`.
+    var positional: ClosedRange<Int> = 0...0
+    var options: [OptionSpec] = []
+    var usage: String                      // "glasses-local fit <id>"
+}
+
+/// Options that every command accepts, before or after the command name.
+let globalOptions: [OptionSpec] = [
+    OptionSpec(name: "--store", valueName: "DIR", help: "The model store folder (default: $EXTENTOS_MODELS_DIR, else $XDG_DATA_HOME/extentos/models, else ~/.local/share/extentos/models)."),
+    OptionSpec(name: "--catalog", valueName: "FILE", help: "Use this catalog file instead of the built-in one."),
+    OptionSpec(name: "--mirror", valueName: "URL", help: "Replace the origin of every source URL (local mirrors, air-gapped installs)."),
+    OptionSpec(name: "--json", valueName: nil, help: "Print one JSON document (JSON lines for downloads) instead of text."),
+    OptionSpec(name: "--quiet", valueName: nil, help: "Print only errors."),
+    OptionSpec(name: "--no-progress", valueName: nil, help: "Never draw a progress bar."),
+    OptionSpec(name: "--stall-timeout", valueName: "S", help: "Seconds under 1 KiB/s before a transfer is retried (default 30)."),
+]
+
+/// The parsed command line.
+struct Invocation {
+    var command: CommandSpec
+    var positional: [String] = []
+    /// Option name → value ("" for flags). Last one wins.
+    var options: [String: String] = [:]
+
+    func flag(_ name: String) -> Bool { options[name] != nil }
+    func value(_ name: String) -> String? { options[name] }
+}
+
+/// What the parser decided to do.
+enum ParseResult {
+    case run(Invocation)
+    case help(CommandSpec?)
+    case version
+}
+
+struct ArgumentParser {
+    let commands: [CommandSpec]
+
+    func spec(named name: String) -> CommandSpec? { commands.first { $0.name == name } }
+
+    /// Parses `arguments` (without the program name).
+    func parse(_ arguments: [String]) throws(CLIError) -> ParseResult {
+        var words: [String] = []          // command words and positionals, in order
+        var options: [String: String] = [:]
+        var wantsHelp = false
+        var index = 0
+        var onlyPositionals = false
+
+        // First pass: separate options from words. Command-specific options are checked
+        // once the command is known; their values are taken here by looking them up in
+        // every command's specs (an option name means the same everywhere).
+        let allOptions = globalOptions + commands.flatMap(\.options)
+        while index < arguments.count {
+            let arg = arguments[index]
+            index += 1
+            if onlyPositionals || !arg.hasPrefix("-") || arg == "-" {
+                words.append(arg)
+                continue
+            }
+            if arg == "--" { onlyPositionals = true; continue }
+            if arg == "-h" || arg == "--help" { wantsHelp = true; continue }
+            if arg == "--version" { return .version }
+            var name = arg
+            var inlineValue: String?
+            if let eq = arg.firstIndex(of: "="), arg.hasPrefix("--") {
+                name = String(arg[..<eq])
+                inlineValue = String(arg[arg.index(after: eq)...])
+            }
+            guard let spec = allOptions.first(where: { $0.name == name }) else {
+                throw .usage("unknown option '\(name)'", of: commandGuess(words))
+            }
+            if spec.valueName != nil {
+                if let inlineValue {
+                    options[name] = inlineValue
+                } else {
+                    guard index < arguments.count else {
+                        throw .usage("missing value for '\(name) <\(spec.valueName ?? "value")>'", of: commandGuess(words))
+                    }
+                    options[name] = arguments[index]
+                    index += 1
+                }
+            } else {
+                if inlineValue != nil { throw .usage("'\(name)' takes no value", of: commandGuess(words)) }
+                options[name] = ""
+            }
+        }
+
+        // `help` and `help <command...>`.
+        if words.first == "help" {
+            let rest = Array(words.dropFirst())
+            if rest.isEmpty { return .help(nil) }
+            guard let spec = resolve(rest)?.spec else { throw .usage("unknown command '\(rest.joined(separator: " "))'", of: nil) }
+            return .help(spec)
+        }
+        guard !words.isEmpty else {
+            if wantsHelp { return .help(nil) }
+            throw .usage("no command given", of: nil)
+        }
+        guard let (spec, consumed) = resolve(words) else {
+            if let group = commands.first(where: { $0.name.hasPrefix(words[0] + " ") }) {
+                let subs = commands.filter { $0.name.hasPrefix(words[0] + " ") }.map { $0.name.split(separator: " ").last.map(String.init) ?? "" }
+                throw .usage(words.count > 1 ? "unknown subcommand '\(words[0]) \(words[1])' (expected: \(subs.joined(separator: ", ")))"
+                                             : "'\(words[0])' needs a subcommand: \(subs.joined(separator: ", "))", of: group)
+            }
+            throw .usage("unknown command '\(words[0])'", of: nil)
+        }
+        if wantsHelp { return .help(spec) }
+
+        // Command-specific options must belong to this command.
+        for name in options.keys where !globalOptions.contains(where: { $0.name == name }) && !spec.options.contains(where: { $0.name == name }) {
+            throw .usage("'\(name)' is not an option of '\(spec.name)'", of: spec)
+        }
+        let positional = Array(words.dropFirst(consumed))
+        if positional.count < spec.positional.lowerBound {
+            let missing = spec.arguments.dropFirst(positional.count).first?.name ?? "argument"
+            throw .usage("missing \(missing)", of: spec)
+        }
+        if positional.count > spec.positional.upperBound {
+            throw .usage("unexpected argument '\(positional[spec.positional.upperBound])'", of: spec)
+        }
+        return .run(Invocation(command: spec, positional: positional, options: options))
+    }
+
+    /// The longest command name matching the leading words.
+    private func resolve(_ words: [String]) -> (spec: CommandSpec, consumed: Int)? {
+        if words.count >= 2, let spec = spec(named: words[0] + " " + words[1]) { return (spec, 2) }
+        if let spec = spec(named: words[0]) { return (spec, 1) }
+        return nil
+    }
+
+    private func commandGuess(_ words: [String]) -> CommandSpec? {
+        words.isEmpty ? nil : resolve(words)?.spec
+    }
+}

@@ -1,0 +1,120 @@
+import Foundation
+import LocalModelKit
+
+/// `catalog validate` and `catalog hash`.
+enum CatalogCommands {
+    static func validate(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let file = context.invocation.positional[0]
+        var issues: [CatalogIssue] = []
+        var catalog: Catalog?
+        do {
+            catalog = try CatalogLoader().load(contentsOf: file)
+        } catch {
+            issues = error.issues
+        }
+        // P7: a store that has seen a newer catalog refuses this one.
+        if let catalog, let root = try? context.storeRoot {
+            let layout = StoreLayout(root: root)
+            if FileIO.exists(layout.recordsPath) {
+                let recorded = try context.attempt { try Records(path: layout.recordsPath, create: false).read { try $0.highestCatalogVersion() } }
+                if catalog.catalogVersion < recorded {
+                    issues.append(CatalogIssue(path: "catalogVersion",
+                                               message: "\(catalog.catalogVersion) is lower than version \(recorded) already used by the store \(layout.root) (rollback)"))
+                }
+            }
+        }
+        let c = context.console
+        if c.json {
+            var doc: [(key: String, value: JSONValue)] = [("file", .string(file)), ("valid", .bool(issues.isEmpty)),
+                                                          ("issues", .array(issues.map { ["path": .string($0.path), "message": .string($0.message)] }))]
+            if let catalog, issues.isEmpty {
+                doc.append(("catalogVersion", JSONValue(catalog.catalogVersion)))
+                doc.append(("models", JSONValue(catalog.models.count)))
+                doc.append(("files", JSONValue(catalog.models.reduce(0) { $0 + $1.files.count })))
+                doc.append(("installedBytes", .int(catalog.models.reduce(0) { $0 + $1.installedBytes })))
+            }
+            c.printJSON(.object(doc))
+        } else if let catalog, issues.isEmpty {
+            let files = catalog.models.reduce(0) { $0 + $1.files.count }
+            let bytes = catalog.models.reduce(Int64(0)) { $0 + $1.installedBytes }
+            let llm = catalog.models.filter { $0.kind == .llm }.count
+            c.say("\(file): valid — catalog version \(catalog.catalogVersion), \(catalog.models.count) models (\(llm) llm, \(catalog.models.count - llm) voice), \(Format.grouped(files)) files, \(Format.bytes(bytes))")
+            for model in catalog.models where model.hasSizeOnlyFiles {
+                let unhashed = model.files.filter { $0.sha256 == nil }.count
+                c.say("  note: \(model.id): \(unhashed) file(s) have no SHA-256 and are size-checked only")
+            }
+        }
+        if !issues.isEmpty {
+            c.err("Error: catalog \(file) is invalid (\(issues.count) problem\(issues.count == 1 ? "" : "s")):")
+            for issue in issues { c.err("  \(issue)") }
+            return .invalidCatalog
+        }
+        return .ok
+    }
+
+    static func hash(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let dir = context.invocation.positional[0]
+        let inv = context.invocation
+        let walked: (files: [String], others: [String])
+        do {
+            walked = try FileIO.walkFiles(dir)
+        } catch {
+            throw CLIError(exitCode: .failure, code: "system", message: "\(error.message). Pass a folder that holds the model's files.")
+        }
+        if !walked.others.isEmpty {
+            throw CLIError(exitCode: .failure, code: "notRegularFile",
+                           message: "\(dir) holds \(walked.others.count) entr\(walked.others.count == 1 ? "y" : "ies") that are not regular files (first: \(walked.others[0])); a catalog lists regular files only. Replace symlinks with the files they point to.")
+        }
+        if walked.files.isEmpty {
+            throw CLIError(exitCode: .failure, code: "empty", message: "\(dir) holds no files to hash")
+        }
+        var entries: [JSONValue] = []
+        for path in walked.files {
+            if let problem = CatalogRules.pathProblem(path) {
+                throw CLIError(exitCode: .failure, code: "badPath", message: "\(dir)/\(path): \(problem)")
+            }
+            let full = dir + "/" + path
+            let result: (sha256: String, size: Int64)
+            do {
+                result = try SHA256Hasher.hashFile(atPath: full)
+            } catch {
+                throw CLIError(exitCode: .failure, code: "system", message: "\(error)")
+            }
+            if result.size == 0 {
+                throw CLIError(exitCode: .failure, code: "emptyFile", message: "\(full) is empty; catalog files must have at least one byte")
+            }
+            entries.append(["path": .string(path), "size": .int(result.size), "sha256": .string(result.sha256)])
+        }
+
+        guard inv.value("--id") != nil || inv.value("--base-url") != nil else {
+            context.console.out(JSONValue.object([("files", .array(entries))]).serialized(pretty: true))
+            return .ok
+        }
+        guard let id = inv.value("--id"), let base = inv.value("--base-url") else {
+            throw .usage("--id and --base-url go together", of: inv.command)
+        }
+        if let problem = CatalogRules.idProblem(id) { throw .usage("--id: \(problem)", of: inv.command) }
+        if let problem = CatalogRules.urlProblem(base) { throw .usage("--base-url: \(problem)", of: inv.command) }
+        guard base.hasSuffix("/") else { throw .usage("--base-url must end with '/'", of: inv.command) }
+        let kind = inv.value("--kind") ?? "llm"
+        guard ModelKind(rawValue: kind) != nil else { throw .usage("--kind must be llm or voice", of: inv.command) }
+        guard let requiredMb = Int(inv.value("--required-mb") ?? "1000"), requiredMb > 0 else {
+            throw .usage("--required-mb must be a positive number", of: inv.command)
+        }
+        guard let version = Int(inv.value("--catalog-version") ?? "1"), version > 0 else {
+            throw .usage("--catalog-version must be a positive number", of: inv.command)
+        }
+        let now = Format.date(Date().timeIntervalSince1970)
+        let doc: JSONValue = .object([
+            ("schemaVersion", 1), ("catalogVersion", JSONValue(version)), ("generatedAt", .string(now)),
+            ("models", [.object([
+                ("id", .string(id)), ("kind", .string(kind)), ("displayName", .string(inv.value("--display-name") ?? id)),
+                ("requiredMb", JSONValue(requiredMb)), ("autoEligible", .bool(inv.flag("--auto-eligible"))),
+                ("files", .array(entries)),
+                ("sources", [["type": "files", "baseURL": .string(base)]]),
+            ])]),
+        ])
+        context.console.out(doc.serialized(pretty: true))
+        return .ok
+    }
+}

@@ -1,0 +1,355 @@
+import Foundation
+import LocalModelKit
+
+let commandSpecs: [CommandSpec] = [
+    CommandSpec(name: "list", abstract: "List the catalog's models with install state and storage fit.",
+                usage: "glasses-local list [--json]"),
+    CommandSpec(name: "info", abstract: "Show one model: sizes, files, sources, state, fit.",
+                arguments: [("<id>", "A model id from 'glasses-local list'.")], positional: 1...1,
+                usage: "glasses-local info <id>"),
+    CommandSpec(name: "fit", abstract: "Tell whether installing a model fits this device's storage.",
+                discussion: "Needed space counts the bytes not yet downloaded, unpack room for archives and a safety margin; available space is the store filesystem's free space for this user minus what other downloads have reserved. Exits 3 when it does not fit.",
+                arguments: [("<id>", "A model id from 'glasses-local list'.")], positional: 1...1,
+                usage: "glasses-local fit <id>"),
+    CommandSpec(name: "auto", abstract: "Choose the ladder model to run now, or say why the cloud must serve.",
+                discussion: "EXTENTOS_MEMORY_MB and EXTENTOS_MEMORY_AVAILABLE_MB override the memory readings (\"what would a 4 GB device get?\").",
+                options: [OptionSpec(name: "--explain", valueName: nil, help: "Print each step of the rule."),
+                          OptionSpec(name: "--memory-share", valueName: "F", help: "Share of physical memory a model may use (default 0.5).")],
+                usage: "glasses-local auto [--explain] [--memory-share F]"),
+    CommandSpec(name: "history", abstract: "Show the install history (append-only), newest last.",
+                arguments: [("[<id>]", "Only this model's events.")], positional: 0...1,
+                options: [OptionSpec(name: "--limit", valueName: "N", help: "Show at most the newest N events (default 100).")],
+                usage: "glasses-local history [<id>] [--limit N]"),
+    CommandSpec(name: "doctor", abstract: "Check the store, the records database, memory readings and the catalog.",
+                discussion: "Opening the store repairs leftovers of interrupted work; doctor lists what it repaired. Exits 1 when a check fails.",
+                usage: "glasses-local doctor"),
+    CommandSpec(name: "catalog validate", abstract: "Check a catalog file against every rule; list every problem with its JSON path.",
+                discussion: "Exits 6 when the catalog has any problem. With a store that has seen a newer catalog, a lower catalogVersion is a problem (rollback).",
+                arguments: [("<file>", "The catalog JSON file.")], positional: 1...1,
+                usage: "glasses-local catalog validate <file>"),
+    CommandSpec(name: "catalog hash", abstract: "Print the catalog 'files' entries (path, size, sha256) of a folder.",
+                discussion: "For custom models and mirrors. With --id and --base-url it prints a whole catalog with one model, ready for --catalog.",
+                arguments: [("<dir>", "The folder holding the model's files.")], positional: 1...1,
+                options: [OptionSpec(name: "--id", valueName: "ID", help: "Model id for a whole-catalog output."),
+                          OptionSpec(name: "--base-url", valueName: "URL", help: "Where the files are served (ends with '/')."),
+                          OptionSpec(name: "--display-name", valueName: "NAME", help: "Display name (default: the id)."),
+                          OptionSpec(name: "--kind", valueName: "KIND", help: "llm or voice (default llm)."),
+                          OptionSpec(name: "--required-mb", valueName: "MB", help: "Memory the loaded model needs (default 1000)."),
+                          OptionSpec(name: "--auto-eligible", valueName: nil, help: "Let autoChoice pick it."),
+                          OptionSpec(name: "--catalog-version", valueName: "N", help: "catalogVersion of the output (default 1).")],
+                usage: "glasses-local catalog hash <dir> [--id ID --base-url URL ...]"),
+]
+
+/// Everything a command needs, built lazily from the parsed line.
+final class CommandContext {
+    let invocation: Invocation
+    let console: Console
+    let environment: [String: String]
+    private var cachedCatalog: Catalog?
+    private var cachedEngine: LocalModelEngine?
+    /// What opening the store repaired, for doctor.
+    var repairs: [RepairAction] = []
+
+    init(invocation: Invocation, environment: [String: String]) {
+        self.invocation = invocation
+        self.environment = environment
+        console = Console(json: invocation.flag("--json"), quiet: invocation.flag("--quiet"))
+    }
+
+    var storeRoot: String {
+        get throws(CLIError) {
+            if let store = invocation.value("--store") {
+                guard !store.isEmpty else { throw .usage("--store needs a folder", of: invocation.command) }
+                return store
+            }
+            guard let root = StoreLayout.defaultRoot(environment: environment) else {
+                throw CLIError(exitCode: .failure, code: "noStore", message: "no store folder: set EXTENTOS_MODELS_DIR or pass --store DIR")
+            }
+            return root
+        }
+    }
+
+    /// Where the catalog came from, for messages.
+    var catalogSource: String { invocation.value("--catalog") ?? environment["EXTENTOS_CATALOG"] ?? "built-in" }
+
+    func catalog() throws(CLIError) -> Catalog {
+        if let cachedCatalog { return cachedCatalog }
+        let loader = CatalogLoader()
+        let catalog: Catalog
+        do {
+            if let file = invocation.value("--catalog") ?? environment["EXTENTOS_CATALOG"] {
+                if file.hasPrefix("https://") || file.hasPrefix("http://") {
+                    throw CLIError.usage("--catalog takes a file in this build; download the catalog first (curl -o catalog.json '\(file)') and pass the file", of: invocation.command)
+                }
+                catalog = try loader.load(contentsOf: file)
+            } else {
+                catalog = try loader.bundled()
+            }
+        } catch let error as CLIError {
+            throw error
+        } catch let error as CatalogError {
+            throw CLIError(exitCode: .invalidCatalog, code: "invalidCatalog", message: error.description)
+        } catch {
+            throw CLIError(exitCode: .failure, code: "failure", message: "\(error)")
+        }
+        cachedCatalog = catalog
+        return catalog
+    }
+
+    func engine(openExisting: Bool = true) throws(CLIError) -> LocalModelEngine {
+        if let cachedEngine { return cachedEngine }
+        var share = 0.5
+        if let text = invocation.value("--memory-share") {
+            guard let value = Double(text), value > 0, value <= 1 else {
+                throw .usage("--memory-share must be a number in (0, 1], got '\(text)'", of: invocation.command)
+            }
+            share = value
+        }
+        let engine = LocalModelEngine(layout: StoreLayout(root: try storeRoot), catalog: try catalog(),
+                                      probe: SystemDeviceProbe(environment: environment), memoryShare: share)
+        cachedEngine = engine
+        // An existing store is opened now so that repairs of leftovers are reported;
+        // a store never written is left untouched by read-only commands.
+        if openExisting && FileIO.exists(engine.layout.recordsPath) { _ = try openStore() }
+        return engine
+    }
+
+    /// Opens the store (creating it, repairing leftovers) and reports repairs on stderr.
+    func openStore() throws(CLIError) -> Records {
+        let engine = try engine()
+        do {
+            let (records, repairs) = try engine.open()
+            self.repairs = repairs
+            if !console.quiet {
+                for repair in repairs { console.err("repaired: \(repair)") }
+            }
+            return records
+        } catch {
+            throw CLIError.from(error)
+        }
+    }
+
+    /// Runs an engine call, mapping its errors to exit codes.
+    func attempt<T>(_ body: () throws -> T) throws(CLIError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw CLIError.from(error)
+        }
+    }
+}
+
+extension CLIError {
+    /// Maps engine errors to exit codes and codes for `--json`.
+    static func from(_ error: any Error) -> CLIError {
+        switch error {
+        case let e as CLIError: return e
+        case let e as LocalModelError:
+            switch e {
+            case .unknownModel: return CLIError(exitCode: .unknownModel, code: "unknownModel", message: e.description)
+            case .catalogRollback: return CLIError(exitCode: .invalidCatalog, code: "catalogRollback", message: e.description)
+            }
+        case let e as CatalogError: return CLIError(exitCode: .invalidCatalog, code: "invalidCatalog", message: e.description)
+        case let e as RecordsError: return CLIError(exitCode: .failure, code: "records", message: e.description)
+        case let e as SystemError:
+            return CLIError(exitCode: .failure, code: e.isOutOfSpace ? "noSpace" : "system", message: e.message)
+        default: return CLIError(exitCode: .failure, code: "failure", message: "\(error)")
+        }
+    }
+}
+
+// MARK: - Commands
+
+enum Commands {
+    static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        switch context.invocation.command.name {
+        case "list": return try list(context)
+        case "info": return try info(context)
+        case "fit": return try fit(context)
+        case "auto": return try auto(context)
+        case "history": return try history(context)
+        case "doctor": return try Doctor.run(context)
+        case "catalog validate": return try CatalogCommands.validate(context)
+        case "catalog hash": return try CatalogCommands.hash(context)
+        default:
+            throw CLIError(exitCode: .failure, code: "failure", message: "command '\(context.invocation.command.name)' has no implementation")
+        }
+    }
+
+    static func fitJSON(_ fit: StorageFit) -> JSONValue {
+        ["modelId": .string(fit.modelId), "requiredMb": JSONValue(fit.requiredMb), "availableMb": JSONValue(fit.availableMb),
+         "fits": .bool(fit.fits), "requiredBytes": .int(fit.requiredBytes), "availableBytes": .int(fit.availableBytes),
+         "presentBytes": .int(fit.presentBytes)]
+    }
+
+    static func stateText(_ s: ModelStatus) -> String {
+        if s.isInstalled { return "installed" }
+        if s.fit.presentBytes > 0 { return "partial \(Int(Double(s.fit.presentBytes) * 100 / Double(max(1, s.model.downloadBytes))))%" }
+        return "-"
+    }
+
+    static func list(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let engine = try context.engine()
+        let statuses = try context.attempt { try engine.models() }
+        let space = try context.attempt { try engine.probe.space(at: engine.layout.root) }
+        if context.console.json {
+            context.console.printJSON([
+                "catalogVersion": JSONValue(engine.catalog.catalogVersion),
+                "store": .string(engine.layout.root),
+                "availableBytes": .int(space.availableBytes),
+                "models": .array(statuses.map { s in
+                    ["id": .string(s.model.id), "kind": .string(s.model.kind.rawValue), "displayName": .string(s.model.displayName),
+                     "requiredMb": JSONValue(s.model.requiredMb), "autoEligible": .bool(s.model.autoEligible),
+                     "isInstalled": .bool(s.isInstalled), "downloadBytes": .int(s.model.downloadBytes),
+                     "installedBytes": .int(s.model.installedBytes), "presentBytes": .int(s.fit.presentBytes),
+                     "fit": ["requiredMb": JSONValue(s.fit.requiredMb), "availableMb": JSONValue(s.fit.availableMb), "fits": .bool(s.fit.fits)]]
+                }),
+            ])
+            return .ok
+        }
+        var rows: [[String]] = [["ID", "KIND", "NAME", "MEMORY", "DOWNLOAD", "STATE", "STORAGE"]]
+        for s in statuses {
+            let storage = s.isInstalled ? "-" : (s.fit.fits ? "fits (\(Format.mb(s.fit.requiredMb)))" : "needs \(Format.mb(s.fit.requiredMb))")
+            rows.append([s.model.id + (s.model.autoEligible ? " *" : ""), s.model.kind.rawValue, s.model.displayName,
+                         Format.mb(s.model.requiredMb), Format.bytes(s.model.downloadBytes), stateText(s), storage])
+        }
+        context.console.say("Catalog version \(engine.catalog.catalogVersion) (\(context.catalogSource)), store \(engine.layout.root)")
+        context.console.say("Free space: \(Format.bytes(space.availableBytes)) (\(Format.mb(Int(space.availableBytes >> 20))))\n")
+        context.console.say(Format.table(rows))
+        context.console.say("\n* auto-eligible: 'glasses-local auto' may pick it. MEMORY is what the loaded model needs.")
+        return .ok
+    }
+
+    static func info(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let engine = try context.engine()
+        let id = context.invocation.positional[0]
+        let s = try context.attempt { try engine.status(of: id) }
+        let record = try context.attempt { try engine.record(of: id) }
+        let m = s.model
+        let hashed = m.files.filter { $0.sha256 != nil }.count
+        if context.console.json {
+            context.console.printJSON([
+                "id": .string(m.id), "kind": .string(m.kind.rawValue), "displayName": .string(m.displayName),
+                "requiredMb": JSONValue(m.requiredMb), "autoEligible": .bool(m.autoEligible), "revision": JSONValue(m.revision),
+                "isInstalled": .bool(s.isInstalled), "state": JSONValue(record?.state.rawValue),
+                "installPath": .string(record?.path ?? engine.layout.installPath(id: m.id, kind: m.kind)),
+                "downloadBytes": .int(m.downloadBytes), "installedBytes": .int(m.installedBytes),
+                "fit": fitJSON(s.fit),
+                "sources": .array(m.sources.map { source in
+                    switch source {
+                    case .files(let base): return ["type": "files", "baseURL": .string(base)]
+                    case .archive(let a):
+                        return ["type": "archive", "url": .string(a.url), "format": .string(a.format.rawValue), "size": .int(a.size),
+                                "sha256": .string(a.sha256), "stripComponents": JSONValue(a.stripComponents)]
+                    }
+                }),
+                "files": .array(m.files.map { ["path": .string($0.path), "size": .int($0.size), "sha256": JSONValue($0.sha256)] }),
+            ])
+            return .ok
+        }
+        let c = context.console
+        c.say("\(m.id) — \(m.displayName)")
+        c.say("  kind:           \(m.kind.rawValue)\(m.autoEligible ? " (auto-eligible)" : "")")
+        c.say("  memory needed:  \(Format.mb(m.requiredMb))")
+        c.say("  download:       \(Format.bytes(m.downloadBytes)) (\(Format.grouped(Int(m.downloadBytes))) bytes)")
+        c.say("  installed size: \(Format.bytes(m.installedBytes)), \(m.files.count) file\(m.files.count == 1 ? "" : "s")")
+        if case .archive? = m.sources.first {
+            c.say("  integrity:      the archive's SHA-256 covers every byte; \(hashed) of \(m.files.count) files also have their own hash")
+        } else if hashed == m.files.count {
+            c.say("  integrity:      every file SHA-256 checked")
+        } else {
+            c.say("  integrity:      \(hashed) of \(m.files.count) files SHA-256 checked, the rest size-checked only")
+        }
+        if let revision = m.revision { c.say("  revision:       \(revision)") }
+        for (n, source) in m.sources.enumerated() {
+            switch source {
+            case .files(let base): c.say("  source \(n + 1):       files from \(base)")
+            case .archive(let a): c.say("  source \(n + 1):       \(a.format.rawValue) archive \(a.url)")
+            }
+        }
+        c.say("  state:          \(s.isInstalled ? "installed in \(record?.path ?? engine.layout.installPath(id: m.id, kind: m.kind))" : (s.fit.presentBytes > 0 ? "partly downloaded (\(Format.bytes(s.fit.presentBytes)))" : "not installed"))")
+        if !s.isInstalled {
+            c.say("  storage:        needs \(Format.mb(s.fit.requiredMb)), \(Format.mb(s.fit.availableMb)) available → \(s.fit.fits ? "fits" : "does not fit")")
+        }
+        return .ok
+    }
+
+    static func fit(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let engine = try context.engine()
+        let id = context.invocation.positional[0]
+        let s = try context.attempt { try engine.status(of: id) }
+        if context.console.json {
+            context.console.printJSON(fitJSON(s.fit))
+        } else if s.isInstalled {
+            context.console.say("\(id): installed; needs no more space (\(Format.mb(s.fit.availableMb)) available)")
+        } else if s.fit.fits {
+            context.console.say("\(id): fits — needs \(Format.mb(s.fit.requiredMb)), \(Format.mb(s.fit.availableMb)) available in \(engine.layout.root)")
+        } else {
+            context.console.say("\(id): does not fit — needs \(Format.mb(s.fit.requiredMb)), only \(Format.mb(s.fit.availableMb)) available in \(engine.layout.root). Free \(Format.mb(s.fit.requiredMb - s.fit.availableMb)) or choose another store with --store.")
+        }
+        return s.fit.fits ? .ok : .doesNotFit
+    }
+
+    static func auto(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let engine = try context.engine()
+        let inputs = try context.attempt { try engine.autoChoiceInputs() }
+        let decision = AutoChoiceRule.decide(inputs)
+        let memory = engine.probe.memory()
+        if context.console.json {
+            context.console.printJSON([
+                "modelId": JSONValue(decision.modelId), "isLocal": .bool(decision.isLocal),
+                "cloudReason": JSONValue(decision.cloudReason?.rawValue), "downloadTarget": JSONValue(decision.downloadTarget),
+                "steps": .array(decision.steps.map { .string($0) }),
+                "memory": ["physicalMb": JSONValue(memory.physicalMb), "availableMb": JSONValue(memory.availableMb),
+                           "classBudgetMb": JSONValue(inputs.classBudgetMb), "source": .string(memory.source)],
+                "freeStorageBytes": .int(inputs.freeStorageBytes),
+            ])
+            return .ok
+        }
+        let c = context.console
+        if let id = decision.modelId {
+            c.say("local: \(id)")
+        } else {
+            c.say("cloud: \(decision.cloudReason?.rawValue ?? "unknown")")
+        }
+        if let target = decision.downloadTarget {
+            c.say("download target: \(target)\(decision.modelId == target ? "" : " (glasses-local download \(target))")")
+        }
+        if context.invocation.flag("--explain") {
+            c.say("")
+            c.say("memory: \(Format.mb(memory.physicalMb)) physical × \(engine.memoryShare) = class budget \(Format.mb(inputs.classBudgetMb)); \(Format.mb(memory.availableMb)) available now (from \(memory.source))")
+            c.say("storage: \(Format.mb(Int(inputs.freeStorageBytes >> 20))) free in \(engine.layout.root)")
+            for step in decision.steps { c.say(step) }
+        }
+        return .ok
+    }
+
+    static func history(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let engine = try context.engine()
+        var limit = 100
+        if let text = context.invocation.value("--limit") {
+            guard let n = Int(text), n > 0 else { throw .usage("--limit must be a positive number, got '\(text)'", of: context.invocation.command) }
+            limit = n
+        }
+        let id = context.invocation.positional.first
+        if let id, engine.catalog.model(id: id) == nil, (try context.attempt { try engine.record(of: id) }) == nil {
+            throw CLIError.from(LocalModelError.unknownModel(id))
+        }
+        let events = try context.attempt { try engine.history(modelId: id, limit: limit) }
+        if context.console.json {
+            context.console.printJSON(["events": .array(events.map {
+                ["id": .int($0.id), "at": .string(Format.date($0.at)), "modelId": JSONValue($0.modelId),
+                 "event": .string($0.kind), "detail": JSONValue($0.detail)]
+            })])
+            return .ok
+        }
+        if events.isEmpty {
+            context.console.say(id.map { "no history for \($0)" } ?? "no history yet")
+            return .ok
+        }
+        context.console.say(Format.table([["TIME", "MODEL", "EVENT", "DETAIL"]] + events.map {
+            [Format.date($0.at), $0.modelId ?? "-", $0.kind, $0.detail ?? ""]
+        }))
+        return .ok
+    }
+}

@@ -1,0 +1,82 @@
+import Foundation
+import LocalModelKit
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where the command writes: stdout for results, stderr for messages.
+struct Console {
+    var json: Bool
+    var quiet: Bool
+
+    func out(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    /// Human text on stdout, unless `--quiet` or `--json`.
+    func say(_ text: String) {
+        if !quiet && !json { out(text) }
+    }
+
+    func err(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    func printJSON(_ value: JSONValue) {
+        out(value.serialized(pretty: false))
+    }
+
+    static var stdoutIsTerminal: Bool { isatty(1) == 1 }
+}
+
+enum Format {
+    /// "335.1 MiB": binary units, the same unit as every `…Mb` figure (MiB), so sizes and
+    /// fit answers can be compared at a glance.
+    static func bytes(_ n: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(n)
+        var unit = 0
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        if unit == 0 { return "\(n) B" }
+        return String(format: value >= 100 ? "%.0f %@" : "%.1f %@", value, units[unit])
+    }
+
+    /// "12,345".
+    static func grouped(_ n: Int) -> String {
+        let digits = String(abs(n))
+        var out = ""
+        for (i, c) in digits.enumerated() {
+            if i > 0 && (digits.count - i) % 3 == 0 { out += "," }
+            out.append(c)
+        }
+        return (n < 0 ? "-" : "") + out
+    }
+
+    static func mb(_ n: Int) -> String { grouped(n) + " MiB" }
+
+    /// Left-aligned columns with two spaces between them.
+    static func table(_ rows: [[String]]) -> String {
+        guard let width = rows.map(\.count).max() else { return "" }
+        var widths = [Int](repeating: 0, count: width)
+        for row in rows {
+            for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) }
+        }
+        return rows.map { row in
+            row.enumerated().map { i, cell in
+                i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    static func date(_ seconds: Double) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd'T'HH:mm:ss'Z'"
+        return formatter.string(from: Date(timeIntervalSince1970: seconds))
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import LocalModelKit
+
+/// Help text in swift-argument-parser's layout.
+enum Help {
+    static let overview = "Manage the on-device models of the Extentos glasses SDK: list, fit, choose, verify."
+
+    static func root() -> String {
+        var text = "OVERVIEW: \(overview)\n\n"
+        text += "USAGE: glasses-local [<global options>] <command> [<args>]\n\n"
+        text += "OPTIONS:\n" + optionLines(globalOptions + [
+            OptionSpec(name: "--version", valueName: nil, help: "Show the version."),
+            OptionSpec(name: "-h, --help", valueName: nil, help: "Show help information."),
+        ])
+        text += "\nSUBCOMMANDS:\n"
+        let width = (commandSpecs.map(\.name.count).max() ?? 0) + 2
+        for spec in commandSpecs {
+            text += "  " + spec.name.padding(toLength: width, withPad: " ", startingAt: 0) + spec.abstract + "\n"
+        }
+        text += "\n  See 'glasses-local help <subcommand>' for detailed help.\n"
+        text += "\nEXIT CODES: 0 ok, 1 failure, 2 usage, 3 does not fit, 4 integrity failure, 5 unknown model,\n"
+        text += "  6 invalid catalog, 7 busy, 75 temporary (retry later), 130 interrupted."
+        return text
+    }
+
+    static func command(_ spec: CommandSpec) -> String {
+        var text = "OVERVIEW: \(spec.abstract)\n"
+        if !spec.discussion.isEmpty { text += "\n" + wrap(spec.discussion, indent: 0) + "\n" }
+        text += "\nUSAGE: \(spec.usage)\n"
+        if !spec.arguments.isEmpty {
+            text += "\nARGUMENTS:\n"
+            for arg in spec.arguments { text += "  " + arg.name.padding(toLength: 24, withPad: " ", startingAt: 0) + arg.help + "\n" }
+        }
+        text += "\nOPTIONS:\n" + optionLines(spec.options + globalOptions + [OptionSpec(name: "-h, --help", valueName: nil, help: "Show help information.")])
+        return String(text.dropLast())
+    }
+
+    static func optionLines(_ options: [OptionSpec]) -> String {
+        var text = ""
+        for option in options {
+            let label = option.name + (option.valueName.map { " <\($0.lowercased())>" } ?? "")
+            if label.count >= 24 {
+                text += "  \(label)\n" + wrap(option.help, indent: 26) + "\n"
+            } else {
+                let lines = wrap(option.help, indent: 26)
+                text += "  " + label.padding(toLength: 24, withPad: " ", startingAt: 0) + String(lines.dropFirst(26)) + "\n"
+            }
+        }
+        return text
+    }
+
+    /// Wraps at 100 columns with a hanging indent.
+    static func wrap(_ text: String, indent: Int) -> String {
+        var lines: [String] = []
+        var line = String(repeating: " ", count: indent)
+        for word in text.split(separator: " ") {
+            if line.count + word.count + 1 > 100 && line.trimmingCharacters(in: .whitespaces).count > 0 {
+                lines.append(line)
+                line = String(repeating: " ", count: indent)
+            }
+            line += (line.trimmingCharacters(in: .whitespaces).isEmpty ? "" : " ") + word
+        }
+        lines.append(line)
+        return lines.joined(separator: "\n")
+    }
+}
+
+let version = "0.1.0"
+
+func runMain() -> Int32 {
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    let parser = ArgumentParser(commands: commandSpecs)
+    let wantsJSON = arguments.contains("--json")
+    let console = Console(json: wantsJSON, quiet: arguments.contains("--quiet"))
+
+    func report(_ error: CLIError) -> Int32 {
+        if console.json {
+            console.printJSON(["error": ["code": .string(error.code), "message": .string(error.message),
+                                         "exitCode": JSONValue(Int(error.exitCode.rawValue))]])
+        }
+        console.err("Error: \(error.message)")
+        if error.exitCode == .usage {
+            if let spec = error.usageOf {
+                console.err("Usage: \(spec.usage)")
+                console.err("  See 'glasses-local \(spec.name) --help'.")
+            } else {
+                console.err("Usage: glasses-local [<global options>] <command> [<args>]")
+                console.err("  See 'glasses-local --help'.")
+            }
+        }
+        return error.exitCode.rawValue
+    }
+
+    let parsed: ParseResult
+    do {
+        parsed = try parser.parse(arguments)
+    } catch {
+        return report(error)
+    }
+    switch parsed {
+    case .version:
+        console.out("glasses-local \(version)")
+        return 0
+    case .help(let spec):
+        console.out(spec.map(Help.command) ?? Help.root())
+        return 0
+    case .run(let invocation):
+        // Validate global option values once, for every command.
+        if let mirror = invocation.value("--mirror"), let problem = CatalogRules.urlProblem(mirror) {
+            return report(.usage("--mirror: \(problem)", of: invocation.command))
+        }
+        if let stall = invocation.value("--stall-timeout"), Double(stall).map({ $0 > 0 && $0.isFinite }) != true {
+            return report(.usage("--stall-timeout must be a positive number of seconds, got '\(stall)'", of: invocation.command))
+        }
+        let context = CommandContext(invocation: invocation, environment: ProcessInfo.processInfo.environment)
+        do {
+            return try Commands.run(context).rawValue
+        } catch {
+            return report(error)
+        }
+    }
+}
+
+exit(runMain())
