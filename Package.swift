@@ -31,16 +31,21 @@ let package = Package(
         // The command-line tool.
         .executableTarget(name: "glasses-local", dependencies: ["LocalModelKit"]),
 
+        // Test-only: a second process that hammers a records database (P9 tests).
+        .executableTarget(
+            name: "records-stress",
+            dependencies: ["LocalModelKit"],
+            path: "Tests/Tools/records-stress"
+        ),
+
         .testTarget(
             name: "LocalModelKitTests",
-            dependencies: ["LocalModelKit"],
-            resources: [.copy("Inputs")]
+            dependencies: ["LocalModelKit", "records-stress"],
+            exclude: ["Inputs"]
         ),
-        .testTarget(name: "GlassesLocalTests", dependencies: ["GlassesLocal", "GlassesCore", "LocalModelKit"]),
-        .testTarget(
-            name: "GlassesLocalCLITests",
-            dependencies: ["LocalModelKit"]
-        ),
+        .testTarget(name: "GlassesLocalTests", dependencies: ["GlassesLocal", "GlassesLocalVoice", "GlassesCore", "LocalModelKit"]),
+        // Runs the built glasses-local binary (the dependency makes `swift test` build it).
+        .testTarget(name: "GlassesLocalCLITests", dependencies: ["glasses-local", "LocalModelKit"]),
     ],
     swiftLanguageModes: [.v6]
 )
