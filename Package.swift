@@ -31,6 +31,8 @@ let package = Package(
         // The command-line tool.
         .executableTarget(name: "glasses-local", dependencies: ["LocalModelKit"]),
 
+        // Benchmark driver for Scripts/bench (not a product).
+        .executableTarget(name: "glasses-local-bench", dependencies: ["LocalModelKit"]),
         // Test-only: a second process that hammers a records database (P9 tests).
         .executableTarget(
             name: "records-stress",

@@ -313,7 +313,7 @@ enum Commands {
             c.say("cloud: \(decision.cloudReason?.rawValue ?? "unknown")")
         }
         if let target = decision.downloadTarget {
-            c.say("download target: \(target)\(decision.modelId == target ? "" : " (glasses-local download \(target))")")
+            c.say("download target: \(target)")
         }
         if context.invocation.flag("--explain") {
             c.say("")

@@ -1,2 +1,128 @@
+import Foundation
+import GlassesCore
+import GlassesLocalVoice
 import Testing
 @testable import GlassesLocal
+@testable import LocalModelKit
+
+/// The public facades over a real store in a temporary folder. Serialized: the facades
+/// are process-wide by design (one shared engine), so these tests take turns.
+@Suite(.serialized)
+struct FacadeTests {
+    let store: String
+
+    init() throws {
+        store = FileManager.default.temporaryDirectory.appendingPathComponent("glasses-facade-\(UUID().uuidString)").path
+        ExtentosLocalTier.configure(storeDirectory: store)
+        LocalTierRegistry.resetForTesting()
+    }
+
+    func cleanUp() { try? FileManager.default.removeItem(atPath: store) }
+
+    /// Marks a model installed the way a finished download leaves it: folder + committed record.
+    func markInstalled(_ id: String, kind: ModelKind) throws {
+        let engine = try ExtentosLocalTier.sharedEngine()
+        let records = try engine.open().records
+        let path = engine.layout.installPath(id: id, kind: kind)
+        try FileIO.createDirectory(path)
+        try records.write { ctx in
+            try ctx.upsert(InstallRecord(modelId: id, kind: kind, state: .installed, catalogVersion: 1, path: path,
+                                         totalBytes: 1, createdAt: ctx.now, updatedAt: ctx.now, installedAt: ctx.now))
+        }
+    }
+
+    @Test func modelsListTheShippedCatalogWithSizes() {
+        defer { cleanUp() }
+        let models = ExtentosLocalTier.models()
+        #expect(models.map(\.id) == ["local-qwen3-0.6b", "local-qwen25-1.5b", "local-qwen3-1.7b", "local-qwen3-4b", "local-qwen3-8b", "kokoro-en-v0_19"])
+        let eight = models.first { $0.id == "local-qwen3-8b" }
+        #expect(eight?.requiredMb == 5800)
+        #expect(eight?.autoEligible == true)
+        #expect(eight?.downloadBytes == 4_623_782_544)
+        #expect(eight?.kind == .llm)
+        let voice = models.first { $0.id == "kokoro-en-v0_19" }
+        #expect(voice?.kind == .voice)
+        #expect(voice?.downloadBytes == 319_625_534)
+        #expect(voice?.installedBytes == 369_304_124)
+        #expect(models.allSatisfy { !$0.isInstalled })
+        // A read-only start-up query leaves no trace on disk.
+        #expect(!FileManager.default.fileExists(atPath: store))
+        #expect(ExtentosLocalTier.storeProblem == nil)
+    }
+
+    @Test func deviceFitReadsTheStoreFilesystem() throws {
+        defer { cleanUp() }
+        let fit = ExtentosLocalTier.deviceFit(for: "local-qwen3-1.7b")
+        let space = try FilesystemSpace.of(path: store)
+        #expect(fit.modelId == "local-qwen3-1.7b")
+        #expect(abs(fit.availableMb - Int(space.availableBytes >> 20)) < 64)
+        // 984,013,244 bytes to download + 32 MiB + 1% margin, rounded up to MiB.
+        let expected = Int((984_013_244 + (32 << 20) + 9_840_132 + (1 << 20) - 1) >> 20)
+        #expect(fit.requiredMb == expected)
+        #expect(fit.fits == (fit.requiredMb <= fit.availableMb))
+    }
+
+    @Test func deviceFitOfAnUnknownIdNeedsNothingAndDoesNotFit() {
+        defer { cleanUp() }
+        let fit = ExtentosLocalTier.deviceFit(for: "no-such-model")
+        #expect(fit.requiredMb == 0)
+        #expect(fit.fits == false)
+        #expect(fit.availableMb > 0)
+    }
+
+    @Test func installedModelNeedsNoSpaceAndIsChosen() throws {
+        defer { cleanUp() }
+        try markInstalled("local-qwen3-1.7b", kind: .llm)
+        #expect(ExtentosLocalTier.models().first { $0.id == "local-qwen3-1.7b" }?.isInstalled == true)
+        #expect(ExtentosLocalTier.deviceFit(for: "local-qwen3-1.7b").requiredMb == 0)
+        #expect(ExtentosLocalTier.deviceFit(for: "local-qwen3-1.7b").fits)
+    }
+
+    @Test func registerBeforeCreateRoutesThroughTheLocalTier() throws {
+        defer { cleanUp() }
+        ExtentosLocalTier.register()
+        let glasses = Extentos.create(config: ExtentosConfig())
+        #expect(glasses.localTierNames == ["GlassesLocal"])
+        #expect(LocalTierRegistry.lateRegistrations.isEmpty)
+        // Nothing installed: the cloud serves, and says the weights are missing (or, on a
+        // machine too small for any rung, that the memory is).
+        let route = glasses.localRoute()
+        #expect(route.modelId == nil)
+        #expect(route.cloudReason == ExtentosLocalTier.autoChoice().cloudReason?.rawValue)
+    }
+
+    @Test func createBeforeRegisterIsReportedNotIgnored() {
+        defer { cleanUp() }
+        let glasses = Extentos.create(config: ExtentosConfig())
+        ExtentosLocalTier.register()
+        #expect(glasses.localTierNames.isEmpty)
+        #expect(glasses.localRoute() == LocalTierRoute(modelId: nil, cloudReason: "localTierNotRegistered"))
+        #expect(LocalTierRegistry.lateRegistrations == ["GlassesLocal"])
+        // A client created afterwards sees the tier.
+        #expect(Extentos.create().localTierNames == ["GlassesLocal"])
+    }
+
+    @Test func voiceFacadeReportsTheBundle() throws {
+        defer { cleanUp() }
+        ExtentosLocalVoice.register()
+        #expect(ExtentosLocalVoice.isRegistered)
+        #expect(KokoroVoiceModel.totalBytes == 369_304_124)
+        #expect(!KokoroVoiceModel.isInstalled())
+        #expect(ExtentosLocalVoice.modelDirectory == nil)
+        try markInstalled(KokoroVoiceModel.modelId, kind: .voice)
+        #expect(KokoroVoiceModel.isInstalled())
+        #expect(ExtentosLocalVoice.modelDirectory?.path == FileIO.absolutePath(store) + "/voices/kokoro-en-v0_19")
+    }
+
+    @Test func aDamagedStoreIsReportedAndListsNothingInstalled() throws {
+        defer { cleanUp() }
+        try FileIO.createDirectory(store)
+        try FileIO.writeFileAtomically(Array(repeating: 0x5A, count: 8192), toPath: store + "/records.sqlite3")
+        let models = ExtentosLocalTier.models()
+        #expect(models.count == 6)
+        #expect(models.allSatisfy { !$0.isInstalled })
+        let problem = try #require(ExtentosLocalTier.storeProblem)
+        #expect(problem.contains("records.sqlite3"))
+        #expect(problem.contains("Move it aside"))
+    }
+}

@@ -1,2 +1,88 @@
 import Testing
 @testable import LocalModelKit
+
+/// The autoChoice rule as a table: each row is a device/store situation and the answer
+/// the DESIGN's five steps give for it.
+struct AutoChoiceRuleTests {
+    static let gb: Int64 = 1 << 30
+
+    /// The shipped ladder's shape: two non-eligible small rungs, three eligible ones.
+    static func ladder(installed: Set<String> = [], need: [String: Int64] = [:]) -> [LadderRung] {
+        [("local-qwen3-0.6b", 500, false), ("local-qwen25-1.5b", 1000, false), ("local-qwen3-1.7b", 1200, true),
+         ("local-qwen3-4b", 2900, true), ("local-qwen3-8b", 5800, true)].map { id, mb, eligible in
+            LadderRung(id: id, requiredMb: mb, autoEligible: eligible, isInstalled: installed.contains(id),
+                       storageNeededBytes: installed.contains(id) ? 0 : (need[id] ?? Int64(mb) * (1 << 20)))
+        }
+    }
+
+    struct Case: CustomTestStringConvertible, Sendable {
+        var name: String
+        var rungs: [LadderRung]
+        var budget: Int
+        var now: Int
+        var free: Int64
+        var modelId: String?
+        var reason: CloudFallbackReason?
+        var target: String?
+        var testDescription: String { name }
+    }
+
+    static let cases: [Case] = [
+        Case(name: "empty catalog", rungs: [], budget: 8000, now: 8000, free: 100 * gb,
+             modelId: nil, reason: .noEligibleRungs, target: nil),
+        Case(name: "only non-eligible rungs", rungs: ladder().map { var r = $0; r.autoEligible = false; return r },
+             budget: 8000, now: 8000, free: 100 * gb, modelId: nil, reason: .noEligibleRungs, target: nil),
+        Case(name: "2 GB phone: below the quality floor", rungs: ladder(), budget: 1000, now: 1000, free: 100 * gb,
+             modelId: nil, reason: .belowQualityFloor, target: nil),
+        Case(name: "4 GB device, nothing installed", rungs: ladder(), budget: 2048, now: 3000, free: 100 * gb,
+             modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-1.7b"),
+        Case(name: "16 GB device, nothing installed", rungs: ladder(), budget: 8000, now: 9000, free: 100 * gb,
+             modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-8b"),
+        Case(name: "class rung installed", rungs: ladder(installed: ["local-qwen3-8b"]), budget: 8000, now: 9000, free: 100 * gb,
+             modelId: "local-qwen3-8b", reason: nil, target: nil),
+        Case(name: "memory now steps down to an installed 4B", rungs: ladder(installed: ["local-qwen3-8b", "local-qwen3-4b"]),
+             budget: 8000, now: 3000, free: 100 * gb, modelId: "local-qwen3-4b", reason: nil, target: nil),
+        Case(name: "memory now too small for any rung", rungs: ladder(installed: ["local-qwen3-8b"]), budget: 8000, now: 1000,
+             free: 100 * gb, modelId: nil, reason: .insufficientMemoryNow, target: nil),
+        Case(name: "session rung missing, smaller installed: local with an upgrade target",
+             rungs: ladder(installed: ["local-qwen3-1.7b"]), budget: 8000, now: 9000, free: 100 * gb,
+             modelId: "local-qwen3-1.7b", reason: nil, target: "local-qwen3-8b"),
+        Case(name: "non-eligible installed rung is never chosen", rungs: ladder(installed: ["local-qwen3-0.6b"]),
+             budget: 8000, now: 9000, free: 100 * gb, modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-8b"),
+        Case(name: "class rung does not fit storage: smaller target named",
+             rungs: ladder(need: ["local-qwen3-8b": 5 * gb, "local-qwen3-4b": 3 * gb]), budget: 8000, now: 9000, free: 4 * gb,
+             modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-4b"),
+        Case(name: "no eligible download fits storage: insufficientStorage",
+             rungs: ladder(need: ["local-qwen3-8b": 5 * gb, "local-qwen3-4b": 3 * gb, "local-qwen3-1.7b": 2 * gb]),
+             budget: 8000, now: 9000, free: 1 * gb, modelId: nil, reason: .insufficientStorage, target: nil),
+        Case(name: "storage short but a smaller rung installed: local, no target",
+             rungs: ladder(installed: ["local-qwen3-1.7b"], need: ["local-qwen3-8b": 5 * gb, "local-qwen3-4b": 3 * gb]),
+             budget: 8000, now: 9000, free: 1 * gb, modelId: "local-qwen3-1.7b", reason: nil, target: nil),
+        Case(name: "exact budget boundary counts as fitting", rungs: ladder(installed: ["local-qwen3-4b"]), budget: 2900, now: 2900,
+             free: 100 * gb, modelId: "local-qwen3-4b", reason: nil, target: nil),
+    ]
+
+    @Test(arguments: cases)
+    func decides(_ c: Case) {
+        let d = AutoChoiceRule.decide(AutoChoiceInputs(rungs: c.rungs, classBudgetMb: c.budget, availableNowMb: c.now, freeStorageBytes: c.free))
+        #expect(d.modelId == c.modelId)
+        #expect(d.isLocal == (c.modelId != nil))
+        #expect(d.cloudReason == c.reason)
+        #expect(d.downloadTarget == c.target)
+        #expect(!d.steps.isEmpty)
+    }
+
+    @Test func catalogOrderDoesNotMatter() {
+        let shuffled = Array(Self.ladder(installed: ["local-qwen3-4b"]).reversed())
+        let d = AutoChoiceRule.decide(AutoChoiceInputs(rungs: shuffled, classBudgetMb: 8000, availableNowMb: 9000, freeStorageBytes: 100 * Self.gb))
+        #expect(d.modelId == "local-qwen3-4b")
+        #expect(d.downloadTarget == "local-qwen3-8b")
+    }
+
+    @Test func explainNamesEveryStepItReached() {
+        let d = AutoChoiceRule.decide(AutoChoiceInputs(rungs: Self.ladder(), classBudgetMb: 2048, availableNowMb: 3000, freeStorageBytes: 100 * Self.gb))
+        #expect(d.steps.map { $0.prefix(2) } == ["1.", "2.", "3.", "4.", "5."])
+        #expect(d.steps[1].contains("local-qwen3-1.7b"))
+        #expect(d.steps[3].contains("weightsNotPresent"))
+    }
+}
