@@ -57,7 +57,8 @@ struct FacadeTests {
         #expect(fit.modelId == "local-qwen3-1.7b")
         #expect(abs(fit.availableMb - Int(space.availableBytes >> 20)) < 64)
         // 984,013,244 bytes to download + 32 MiB + 1% margin, rounded up to MiB.
-        let expected = Int((984_013_244 + (32 << 20) + 9_840_132 + (1 << 20) - 1) >> 20)
+        let needed: Int64 = 984_013_244 + 32 * 1_048_576 + 9_840_132
+        let expected = Int((needed + 1_048_575) / 1_048_576)
         #expect(fit.requiredMb == expected)
         #expect(fit.fits == (fit.requiredMb <= fit.availableMb))
     }
