@@ -229,6 +229,16 @@ public final class Records: Sendable {
             key TEXT PRIMARY KEY,
             value ANY
         ) STRICT;
+        CREATE TABLE partial_files (
+            model_id TEXT NOT NULL,
+            path TEXT NOT NULL,
+            size INTEGER NOT NULL CHECK (size >= 0),
+            etag TEXT,
+            last_modified TEXT,
+            bytes_present INTEGER NOT NULL DEFAULT 0,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (model_id, path)
+        ) STRICT, WITHOUT ROWID;
         """,
     ]
 
@@ -399,6 +409,15 @@ public struct ReadContext {
         }
     }
 
+    /// Resume state of a download in flight (validators for `If-Range`, bytes present).
+    public func partialFiles(_ modelId: String) throws -> [FileRecord] {
+        try db.query("SELECT path, size, etag, last_modified, bytes_present FROM partial_files WHERE model_id = ? ORDER BY path",
+                     [.text(modelId)]).map { row in
+            FileRecord(path: row[0].string ?? "", size: row[1].int64 ?? 0, sha256: nil, etag: row[2].string,
+                       lastModified: row[3].string, bytesPresent: row[4].int64 ?? 0)
+        }
+    }
+
     /// The highest catalog version this store has accepted (0 when none).
     public func highestCatalogVersion() throws -> Int {
         Int(try db.scalar("SELECT value FROM meta WHERE key = 'catalogVersion'").int64 ?? 0)
@@ -466,6 +485,21 @@ public struct WriteContext {
 
     public func release(_ modelId: String) throws {
         try db.query("DELETE FROM reservations WHERE model_id = ?", [.text(modelId)])
+    }
+
+    /// Saves a file's resume state.
+    public func upsertPartialFile(_ modelId: String, _ f: FileRecord) throws {
+        try db.query("""
+            INSERT INTO partial_files (model_id, path, size, etag, last_modified, bytes_present, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(model_id, path) DO UPDATE SET size = excluded.size, etag = excluded.etag,
+                last_modified = excluded.last_modified, bytes_present = excluded.bytes_present, updated_at = excluded.updated_at
+            """, [.text(modelId), .text(f.path), .integer(f.size), f.etag.map { .text($0) } ?? .null,
+                  f.lastModified.map { .text($0) } ?? .null, .integer(f.bytesPresent), .real(now)])
+    }
+
+    public func clearPartialFiles(_ modelId: String) throws {
+        try db.query("DELETE FROM partial_files WHERE model_id = ?", [.text(modelId)])
     }
 
     /// Records a catalog version as seen; it never goes down.

@@ -58,6 +58,15 @@ public struct StoreLayout: Sendable, Equatable {
     public func stagingPath(id: String) -> String { stagingRoot + "/" + id }
     public func lockPath(id: String) -> String { locksRoot + "/" + id + ".lock" }
 
+    /// The model id a `.partial` or `.staging` entry belongs to (`<id>@archive`,
+    /// `<id>.repair`, `<id>.replaced`, `<id>.deleting` → `<id>`).
+    public static func modelId(fromLeftover name: String) -> String {
+        for suffix in ["@archive", ".repair", ".replaced", ".deleting"] where name.hasSuffix(suffix) {
+            return String(name.dropLast(suffix.count))
+        }
+        return name
+    }
+
     /// Creates the store folders that do not exist yet.
     public func createFolders() throws(SystemError) {
         for dir in [root, partialRoot, stagingRoot, locksRoot, voicesRoot] {

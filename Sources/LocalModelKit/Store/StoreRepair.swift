@@ -35,6 +35,20 @@ struct StoreRepair {
                                         what: "released \(reservation.bytes) bytes of space reserved by process \(reservation.pid), which is gone"))
         }
 
+        // An update that died between moving the old install aside and putting the new one
+        // in place: the old install goes back (it was verified when it was installed).
+        for record in installs where record.state == .installed {
+            let aside = layout.stagingRoot + "/" + record.modelId + ".replaced"
+            let folder = record.path ?? installPath(for: record)
+            guard FileIO.isDirectory(aside), !FileIO.exists(folder) else { continue }
+            let lock = FileLock(path: layout.lockPath(id: record.modelId))
+            guard try lock.tryLock() else { continue }
+            defer { lock.unlock() }
+            guard rename(aside, folder) == 0 else { throw SystemError(errno: errno, "move \(aside) back to \(folder)") }
+            try records.append(.repaired, modelId: record.modelId, detail: "interrupted update: previous install restored")
+            actions.append(RepairAction(modelId: record.modelId, what: "an interrupted update was rolled back; the previous install is in place again"))
+        }
+
         for record in installs {
             let lock = FileLock(path: layout.lockPath(id: record.modelId))
             guard try lock.tryLock() else { continue }

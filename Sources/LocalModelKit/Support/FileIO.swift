@@ -91,6 +91,14 @@ public enum FileIO {
         ok = true
     }
 
+    /// fsyncs a folder so the renames in it survive a power cut.
+    public static func syncDirectory(_ path: String) throws(SystemError) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw SystemError(errno: errno, "open folder \(path)") }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw SystemError(errno: errno, "fsync folder \(path)") }
+    }
+
     /// `stat`, or nil when nothing is there.
     public static func status(_ path: String) throws(SystemError) -> stat? {
         var st = stat()
@@ -158,6 +166,19 @@ public enum FileIO {
         }
         guard unlink(path) == 0 || errno == ENOENT else { throw SystemError(errno: errno, "remove \(path)") }
         return (st.st_mode & S_IFMT) == S_IFREG ? Int64(st.st_blocks) * 512 : 0
+    }
+
+    /// Bytes of the regular files under `path` (allocated blocks), without following symlinks.
+    public static func treeSize(_ path: String) throws(SystemError) -> Int64 {
+        guard let st = try status(path) else { return 0 }
+        switch st.st_mode & S_IFMT {
+        case S_IFDIR:
+            var total: Int64 = 0
+            for name in try listDirectory(path) { total += try treeSize(path + "/" + name) }
+            return total
+        case S_IFREG: return Int64(st.st_blocks) * 512
+        default: return 0
+        }
     }
 
     /// Regular files under `root`, as paths relative to it, sorted bytewise; symlinks and

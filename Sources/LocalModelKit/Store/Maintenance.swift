@@ -1,0 +1,254 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `delete` removed.
+public struct DeleteResult: Sendable, Equatable {
+    public var modelId: String
+    /// False when there was nothing to delete (no record, no files, no partial data).
+    public var existed: Bool
+    public var freedBytes: Int64
+}
+
+/// What `verify` found.
+public struct VerifyReport: Sendable, Equatable {
+    public struct Problem: Sendable, Equatable {
+        public var path: String
+        /// "missing", "size 12 instead of 34", or "SHA-256 … instead of …".
+        public var detail: String
+    }
+    public var modelId: String
+    public var filesChecked: Int
+    /// Files with no hash to compare (neither catalog nor install-time): size-checked only.
+    public var sizeOnly: Int
+    public var problems: [Problem]
+    /// Files fetched again by `--repair`.
+    public var repaired: [String]
+    public var ok: Bool { problems.count == repaired.count }
+}
+
+/// What `gc` removed.
+public struct GCReport: Sendable, Equatable {
+    public var removed: [(path: String, bytes: Int64)]
+    public var freedBytes: Int64 { removed.reduce(0) { $0 + $1.bytes } }
+
+    public static func == (a: GCReport, b: GCReport) -> Bool {
+        a.removed.map(\.path) == b.removed.map(\.path) && a.removed.map(\.bytes) == b.removed.map(\.bytes)
+    }
+}
+
+extension LocalModelEngine {
+    func withModelLock<T>(_ id: String, _ body: () throws(DownloadError) -> T) throws(DownloadError) -> T {
+        let lock = FileLock(path: layout.lockPath(id: id))
+        do {
+            guard try lock.tryLock() else { throw DownloadError.busy(modelId: id) }
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw .io(modelId: id, message: "\(error)")
+        }
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    /// Removes a model's files, partial data and record. Refuses while any process holds
+    /// the model's lock (a download in progress).
+    public func delete(modelId id: String) throws(DownloadError) -> DeleteResult {
+        let records: Records
+        do { records = try open().records } catch { throw .io(modelId: id, message: "\(error)") }
+        let record: InstallRecord?
+        do { record = try records.install(id) } catch { throw .io(modelId: id, message: "\(error)") }
+        let model = catalog.model(id: id)
+        guard model != nil || record != nil else { throw .unknownModel(id) }
+        return try withModelLock(id) { () throws(DownloadError) -> DeleteResult in
+            let kind = model?.kind ?? record?.kind ?? .llm
+            let finalPath = record?.path ?? layout.installPath(id: id, kind: kind)
+            let aside = layout.stagingRoot + "/" + id + ".deleting"
+            var freed: Int64 = 0
+            var existed = record != nil
+            do {
+                // Out of its final place in one rename: from here the model is absent.
+                if FileIO.exists(finalPath) {
+                    existed = true
+                    try FileIO.removeTree(aside)
+                    guard rename(finalPath, aside) == 0 else { throw SystemError(errno: errno, "move \(finalPath) aside") }
+                }
+                for leftover in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] where FileIO.exists(leftover) {
+                    existed = true
+                }
+                if existed {
+                    let freedSoFar = (try? FileIO.treeSize(aside)) ?? 0
+                    try records.write { ctx in
+                        try ctx.deleteInstall(id)
+                        try ctx.clearPartialFiles(id)
+                        try ctx.release(id)
+                        try ctx.append(.deleted, modelId: id, detail: "deleted \(finalPath)")
+                    }
+                    freed += freedSoFar
+                }
+                _ = try FileIO.removeTree(aside)
+                for leftover in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] {
+                    freed += try FileIO.removeTree(leftover)
+                }
+            } catch {
+                throw .io(modelId: id, message: "\(error)")
+            }
+            return DeleteResult(modelId: id, existed: existed, freedBytes: freed)
+        }
+    }
+
+    /// Re-hashes an installed model's files against the catalog's hash, else the hash
+    /// computed at install. With `repair`, fetches only the bad files again.
+    public func verify(modelId id: String, repair: Bool = false, options: DownloadOptions = DownloadOptions(),
+                       cancellation: CancellationFlag = CancellationFlag(),
+                       onEvent: @escaping (DownloadEvent) -> Void = { _ in }) throws(DownloadError) -> VerifyReport {
+        guard let model = catalog.model(id: id) else { throw .unknownModel(id) }
+        let records: Records
+        do { records = try open().records } catch { throw .io(modelId: id, message: "\(error)") }
+        return try withModelLock(id) { () throws(DownloadError) -> VerifyReport in
+            let record: InstallRecord?
+            let recorded: [FileRecord]
+            do {
+                record = try records.install(id)
+                recorded = try records.files(id)
+            } catch { throw .io(modelId: id, message: "\(error)") }
+            guard let record, record.state == .installed else { throw .notInstalled(modelId: id) }
+            let folder = record.path ?? layout.installPath(id: id, kind: model.kind)
+            let installTimeHash = Dictionary(recorded.map { ($0.path, $0.verifiedSha256) }, uniquingKeysWith: { a, _ in a })
+            var problems: [VerifyReport.Problem] = []
+            var sizeOnly = 0
+            for file in model.files {
+                if cancellation.isCancelled { throw .cancelled(modelId: id, keptBytes: 0) }
+                let path = folder + "/" + file.path
+                guard let size = FileIO.regularFileSize(path) else {
+                    problems.append(.init(path: file.path, detail: "missing"))
+                    continue
+                }
+                guard size == file.size else {
+                    problems.append(.init(path: file.path, detail: "size \(size) instead of \(file.size)"))
+                    continue
+                }
+                guard let expected = file.sha256 ?? installTimeHash[file.path] ?? nil else {
+                    sizeOnly += 1
+                    continue
+                }
+                do {
+                    let actual = try SHA256Hasher.hashFile(atPath: path).sha256
+                    if actual != expected {
+                        problems.append(.init(path: file.path, detail: "SHA-256 \(actual) instead of \(expected)"))
+                    }
+                } catch {
+                    problems.append(.init(path: file.path, detail: "unreadable: \(error)"))
+                }
+            }
+            var repaired: [String] = []
+            if repair && !problems.isEmpty {
+                repaired = try refetch(model, files: problems.map(\.path), into: folder, records: records,
+                                       options: options, cancellation: cancellation, onEvent: onEvent)
+            }
+            let detail = problems.isEmpty ? "all \(model.files.count) files match"
+                : "\(problems.count) bad file(s), first \(problems[0].path): \(problems[0].detail)" + (repaired.isEmpty ? "" : "; \(repaired.count) re-fetched")
+            try? records.append(.verified, modelId: id, detail: detail)
+            return VerifyReport(modelId: id, filesChecked: model.files.count, sizeOnly: sizeOnly, problems: problems, repaired: repaired)
+        }
+    }
+
+    /// Fetches some files of an installed model again (files source), verifies them, and
+    /// swaps each into place with one rename.
+    private func refetch(_ model: CatalogModel, files paths: [String], into folder: String, records: Records,
+                         options: DownloadOptions, cancellation: CancellationFlag,
+                         onEvent: @escaping (DownloadEvent) -> Void) throws(DownloadError) -> [String] {
+        guard let base = model.sources.compactMap({ source -> String? in
+            if case .files(let b) = source { return b }
+            return nil
+        }).first else {
+            throw .noSource(modelId: model.id)
+        }
+        let url = MirrorRewrite.apply(options.mirror, to: base)
+        let repairRoot = layout.partialPath(id: model.id) + ".repair"
+        let wanted = Set(paths)
+        let requests = model.files.filter { wanted.contains($0.path) }.map { file in
+            FileRequest(name: file.path, url: url + ModelURL.percentEncode(file.path), partialPath: repairRoot + "/" + file.path,
+                        size: file.size, sha256: file.sha256)
+        }
+        do { try FileIO.removeTree(repairRoot) } catch { throw .io(modelId: model.id, message: "\(error)") }
+        onEvent(.phase(.download))
+        let session = TransferSession(policy: options.policy, cancellation: cancellation,
+                                      allowPlainHTTPRedirects: url.lowercased().hasPrefix("http://"),
+                                      onEvent: { if case .completed(let f, _) = $0 { onEvent(.fileCompleted(file: f)) } },
+                                      onProgress: { _, _ in })
+        let outcomes: [FileOutcome]
+        do { outcomes = try session.run(requests) } catch { throw .io(modelId: model.id, message: "\(error)") }
+        var fixed: [String] = []
+        var hashes: [String: String] = [:]
+        for (request, outcome) in zip(requests, outcomes) {
+            switch outcome {
+            case .completed(let sha, _, _):
+                let target = folder + "/" + request.name
+                do {
+                    try FileIO.createDirectory((target as NSString).deletingLastPathComponent)
+                    guard rename(request.partialPath, target) == 0 else { throw SystemError(errno: errno, "replace \(target)") }
+                } catch { throw .io(modelId: model.id, message: "\(error)") }
+                fixed.append(request.name)
+                hashes[request.name] = sha
+            case .failed(let failure):
+                _ = try? FileIO.removeTree(repairRoot)
+                throw .io(modelId: model.id, message: "re-fetching \(request.name) failed: \(failure)")
+            }
+        }
+        _ = try? FileIO.removeTree(repairRoot)
+        do {
+            try FileIO.syncDirectory(folder)
+            try records.write { ctx in
+                for var file in try ctx.read.files(model.id) where hashes[file.path] != nil {
+                    file.verifiedSha256 = hashes[file.path]
+                    try ctx.upsertFile(model.id, file)
+                }
+                try ctx.append(.repaired, modelId: model.id, detail: "re-fetched \(fixed.count) file(s): \(fixed.prefix(5).joined(separator: ", "))")
+            }
+        } catch { throw .io(modelId: model.id, message: "\(error)") }
+        return fixed
+    }
+
+    /// Removes data nothing refers to: partial data of models the catalog no longer has,
+    /// partial data of models already installed, and staging leftovers — each under its
+    /// model's lock, so a download in progress is never touched.
+    public func gc() throws -> GCReport {
+        let records = try open().records
+        var removed: [(String, Int64)] = []
+        for name in try FileIO.listDirectory(layout.partialRoot) {
+            let id = StoreLayout.modelId(fromLeftover: name)
+            let path = layout.partialRoot + "/" + name
+            let lock = FileLock(path: layout.lockPath(id: id))
+            guard CatalogRules.idProblem(id) == nil ? try lock.tryLock() : true else { continue }
+            defer { lock.unlock() }
+            let known = catalog.model(id: id) != nil
+            let record = try records.install(id)
+            // Partial data of the installed version is a leftover; of a newer catalog version it is an update's resume data.
+            let installed = record?.state == .installed && record?.catalogVersion == catalog.catalogVersion
+            let isRepair = name.hasSuffix(".repair")
+            if !known || installed || isRepair {
+                removed.append((path, try FileIO.removeTree(path)))
+            }
+        }
+        for name in try FileIO.listDirectory(layout.stagingRoot) {
+            let id = StoreLayout.modelId(fromLeftover: name)
+            let lock = FileLock(path: layout.lockPath(id: id))
+            guard CatalogRules.idProblem(id) == nil ? try lock.tryLock() : true else { continue }
+            defer { lock.unlock() }
+            let path = layout.stagingRoot + "/" + name
+            removed.append((path, try FileIO.removeTree(path)))
+        }
+        try records.write { ctx in
+            for model in catalog.models where !FileIO.exists(layout.partialPath(id: model.id)) && !FileIO.exists(layout.partialArchivePath(id: model.id)) {
+                try ctx.clearPartialFiles(model.id)
+            }
+            if !removed.isEmpty {
+                try ctx.append(.repaired, modelId: nil, detail: "gc removed \(removed.count) item(s), \(removed.reduce(0) { $0 + $1.1 }) bytes")
+            }
+        }
+        return GCReport(removed: removed.map { (path: $0.0, bytes: $0.1) })
+    }
+}

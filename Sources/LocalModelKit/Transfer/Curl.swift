@@ -1,0 +1,273 @@
+// The only Swift file that touches libcurl. A thin layer: easy handles with typed
+// options and Swift callbacks, a multi handle with poll/wakeup, and libcurl's result
+// codes turned into a Swift enum that the transfer logic can reason about.
+// https://curl.se/libcurl/c/libcurl-multi.html
+internal import CCurl
+
+/// What a finished easy transfer reported.
+public enum CurlResult: Sendable, Equatable {
+    case ok
+    /// The server did not honour the range (CURLE_RANGE_ERROR).
+    case rangeError
+    /// Timed out: connect timeout, or under the low-speed limit for the stall time.
+    case timedOut(String)
+    /// A callback asked to stop (cancel, or a header/body check).
+    case abortedByCallback
+    /// The write callback refused the data.
+    case writeRefused
+    /// Redirect to a protocol we do not allow (https → http) or an unsupported scheme.
+    case protocolRefused(String)
+    case tooManyRedirects
+    /// TLS verification failed: never retried.
+    case tlsFailure(String)
+    /// Network trouble worth retrying: reset, refused, DNS, truncated body, …
+    case transient(String)
+    /// Anything else, with libcurl's message.
+    case other(Int32, String)
+}
+
+/// Receives an easy handle's callbacks. Called on the thread that drives the multi handle.
+protocol CurlEasyDelegate: AnyObject {
+    /// One header line (with CRLF). Return false to abort.
+    func curlHeader(_ line: UnsafeRawBufferPointer) -> Bool
+    /// Body bytes. Return the count consumed; anything less aborts with `.writeRefused`.
+    func curlBody(_ bytes: UnsafeRawBufferPointer) -> Int
+    /// Periodic progress tick. Return false to abort (cancellation).
+    func curlTick() -> Bool
+}
+
+/// libcurl's one-time global set-up, done before the first handle (thread-safe: a Swift
+/// global initialiser runs once).
+private let curlGlobalInit: Bool = {
+    curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+}()
+
+/// One libcurl easy handle. Not Sendable: owned by one transfer loop.
+final class CurlEasy {
+    let handle: UnsafeMutableRawPointer
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    weak var delegate: (any CurlEasyDelegate)?
+    /// Set by the owner to find its job again.
+    var tag: Int = 0
+
+    init() throws(TransferFault) {
+        guard curlGlobalInit, let h = curl_easy_init() else { throw TransferFault.setup("libcurl could not be initialised") }
+        handle = h
+        installCallbacks()
+    }
+
+    deinit {
+        curl_easy_cleanup(handle)
+        if let headerList { curl_slist_free_all(headerList) }
+    }
+
+    /// Resets per-attempt options, keeping the connection cache.
+    func reset() {
+        curl_easy_reset(handle)
+        if let headerList { curl_slist_free_all(headerList) }
+        headerList = nil
+        installCallbacks()
+    }
+
+    private func installCallbacks() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        set(CURLOPT_WRITEDATA, pointer: me)
+        set(CURLOPT_HEADERDATA, pointer: me)
+        set(CURLOPT_XFERINFODATA, pointer: me)
+        let write: curl_write_callback = { data, size, count, context in
+            guard let context, let data else { return 0 }
+            let easy = Unmanaged<CurlEasy>.fromOpaque(context).takeUnretainedValue()
+            let total = size * count
+            guard let delegate = easy.delegate else { return 0 }
+            return delegate.curlBody(UnsafeRawBufferPointer(start: data, count: total))
+        }
+        let header: curl_write_callback = { data, size, count, context in
+            guard let context, let data else { return 0 }
+            let easy = Unmanaged<CurlEasy>.fromOpaque(context).takeUnretainedValue()
+            let total = size * count
+            guard let delegate = easy.delegate else { return 0 }
+            return delegate.curlHeader(UnsafeRawBufferPointer(start: data, count: total)) ? total : 0
+        }
+        let tick: curl_xferinfo_callback = { context, _, _, _, _ in
+            guard let context else { return 1 }
+            let easy = Unmanaged<CurlEasy>.fromOpaque(context).takeUnretainedValue()
+            guard let delegate = easy.delegate else { return 1 }
+            return delegate.curlTick() ? 0 : 1
+        }
+        check(glasses_easy_setopt_write(handle, CURLOPT_WRITEFUNCTION, write), "WRITEFUNCTION")
+        check(glasses_easy_setopt_write(handle, CURLOPT_HEADERFUNCTION, header), "HEADERFUNCTION")
+        check(glasses_easy_setopt_xferinfo(handle, CURLOPT_XFERINFOFUNCTION, tick), "XFERINFOFUNCTION")
+        set(CURLOPT_NOPROGRESS, 0)
+        // No signals: we run on our own thread, and DNS timeouts must not use SIGALRM.
+        set(CURLOPT_NOSIGNAL, 1)
+    }
+
+    /// A `setopt` that cannot fail for a valid option is a programming error if it does.
+    private func check(_ code: CURLcode, _ what: String) {
+        precondition(code == CURLE_OK, "curl_easy_setopt(\(what)) failed: \(String(cString: curl_easy_strerror(code)))")
+    }
+
+    private func set(_ option: CURLoption, _ value: Int) { check(glasses_easy_setopt_long(handle, option, value), "\(option)") }
+    private func set(_ option: CURLoption, pointer: UnsafeMutableRawPointer?) { check(glasses_easy_setopt_ptr(handle, option, pointer), "\(option)") }
+    private func set(_ option: CURLoption, string: String) { check(glasses_easy_setopt_str(handle, option, string), "\(option)") }
+    private func set(_ option: CURLoption, offset: Int64) { check(glasses_easy_setopt_off(handle, option, curl_off_t(offset)), "\(option)") }
+
+    // MARK: Options the transfer logic uses
+
+    func configure(url: String, resumeFrom offset: Int64, headers: [String], policy: TransferPolicy, allowPlainHTTPRedirects: Bool) {
+        set(CURLOPT_URL, string: url)
+        // Only https (and http for loopback tests/mirrors); redirects never downgrade.
+        set(CURLOPT_PROTOCOLS_STR, string: "https,http")
+        set(CURLOPT_REDIR_PROTOCOLS_STR, string: allowPlainHTTPRedirects ? "https,http" : "https")
+        set(CURLOPT_FOLLOWLOCATION, 1)
+        set(CURLOPT_MAXREDIRS, policy.maxRedirects)
+        set(CURLOPT_SSL_VERIFYPEER, 1)
+        set(CURLOPT_SSL_VERIFYHOST, 2)
+        set(CURLOPT_CONNECTTIMEOUT_MS, Int(policy.connectTimeout * 1000))
+        set(CURLOPT_LOW_SPEED_LIMIT, policy.lowSpeedLimitBytesPerSecond)
+        set(CURLOPT_LOW_SPEED_TIME, max(1, Int(policy.stallTimeout.rounded(.up))))
+        set(CURLOPT_BUFFERSIZE, 256 * 1024)
+        set(CURLOPT_TCP_KEEPALIVE, 1)
+        if let rate = policy.maxBytesPerSecond { set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: rate) }
+        set(CURLOPT_USERAGENT, string: policy.userAgent)
+        // Model files are already compressed or incompressible; asking for gzip would make
+        // ranges and sizes refer to a different byte stream (P10).
+        if offset > 0 { set(CURLOPT_RESUME_FROM_LARGE, offset: offset) }
+        var list: UnsafeMutablePointer<curl_slist>?
+        for header in headers { list = curl_slist_append(list, header) }
+        headerList = list
+        if let list { check(glasses_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, list), "HTTPHEADER") }
+    }
+
+    /// The last response's HTTP status.
+    var responseCode: Int {
+        var code = 0
+        _ = glasses_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &code)
+        return code
+    }
+
+    /// The URL after redirects.
+    var effectiveURL: String? {
+        var pointer: UnsafeMutablePointer<CChar>?
+        guard glasses_easy_getinfo_str(handle, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
+        return String(cString: pointer)
+    }
+
+    /// The HTTP version used (for diagnostics: "HTTP/2").
+    var httpVersion: String {
+        var v = 0
+        _ = glasses_easy_getinfo_long(handle, CURLINFO_HTTP_VERSION, &v)
+        switch v {
+        case Int(CURL_HTTP_VERSION_1_0): return "HTTP/1.0"
+        case Int(CURL_HTTP_VERSION_1_1): return "HTTP/1.1"
+        case Int(CURL_HTTP_VERSION_2_0): return "HTTP/2"
+        case Int(CURL_HTTP_VERSION_3): return "HTTP/3"
+        default: return "HTTP"
+        }
+    }
+
+    static func classify(_ code: CURLcode) -> CurlResult {
+        let message = String(cString: curl_easy_strerror(code))
+        switch code {
+        case CURLE_OK: return .ok
+        case CURLE_RANGE_ERROR: return .rangeError
+        case CURLE_OPERATION_TIMEDOUT: return .timedOut(message)
+        case CURLE_ABORTED_BY_CALLBACK: return .abortedByCallback
+        case CURLE_WRITE_ERROR: return .writeRefused
+        case CURLE_UNSUPPORTED_PROTOCOL: return .protocolRefused(message)
+        case CURLE_TOO_MANY_REDIRECTS: return .tooManyRedirects
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_ISSUER_ERROR,
+             CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS:
+            return .tlsFailure(message)
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT, CURLE_PARTIAL_FILE,
+             CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM,
+             CURLE_SSL_CONNECT_ERROR, CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP3, CURLE_QUIC_CONNECT_ERROR,
+             CURLE_PROXY, CURLE_AGAIN:
+            return .transient(message)
+        default:
+            return .other(Int32(code.rawValue), message)
+        }
+    }
+
+    /// libcurl's version string, for `doctor`.
+    static var version: String {
+        guard let v = curl_version() else { return "unknown" }
+        return String(cString: v)
+    }
+}
+
+@available(*, unavailable)
+extension CurlEasy: Sendable {}
+
+/// A libcurl multi handle: several transfers on one thread, connections reused.
+final class CurlMulti {
+    private let handle: UnsafeMutableRawPointer
+    private var easies: [UnsafeMutableRawPointer: CurlEasy] = [:]
+
+    init() throws(TransferFault) {
+        guard curlGlobalInit, let h = curl_multi_init() else { throw TransferFault.setup("libcurl multi handle could not be created") }
+        handle = h
+        // Multiplex on HTTP/2 when offered; cap connections per host politely.
+        _ = glasses_multi_setopt_long(handle, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        _ = glasses_multi_setopt_long(handle, CURLMOPT_MAX_HOST_CONNECTIONS, 8)
+    }
+
+    deinit {
+        for easy in easies.values { curl_multi_remove_handle(handle, easy.handle) }
+        curl_multi_cleanup(handle)
+    }
+
+    var count: Int { easies.count }
+
+    func add(_ easy: CurlEasy) throws(TransferFault) {
+        let code = curl_multi_add_handle(handle, easy.handle)
+        guard code == CURLM_OK else { throw TransferFault.setup("curl_multi_add_handle: \(String(cString: curl_multi_strerror(code)))") }
+        easies[easy.handle] = easy
+    }
+
+    func remove(_ easy: CurlEasy) {
+        if easies.removeValue(forKey: easy.handle) != nil {
+            curl_multi_remove_handle(handle, easy.handle)
+        }
+    }
+
+    /// Drives every transfer as far as it can go without blocking.
+    func perform() throws(TransferFault) {
+        var running: Int32 = 0
+        let code = curl_multi_perform(handle, &running)
+        guard code == CURLM_OK else { throw TransferFault.setup("curl_multi_perform: \(String(cString: curl_multi_strerror(code)))") }
+    }
+
+    /// Waits for network activity, `wakeup()`, or the timeout.
+    func poll(timeoutMs: Int32) {
+        var fds: Int32 = 0
+        _ = curl_multi_poll(handle, nil, 0, timeoutMs, &fds)
+    }
+
+    /// Finished transfers since the last call.
+    func finished() -> [(CurlEasy, CurlResult)] {
+        var out: [(CurlEasy, CurlResult)] = []
+        var queued: Int32 = 0
+        while let message = curl_multi_info_read(handle, &queued) {
+            guard message.pointee.msg == CURLMSG_DONE, let easyHandle = message.pointee.easy_handle,
+                  let easy = easies[easyHandle] else { continue }
+            out.append((easy, CurlEasy.classify(message.pointee.data.result)))
+        }
+        return out
+    }
+
+    /// The thread-safe part: wakes a sleeping `poll` (cancellation).
+    var waker: CurlWaker { CurlWaker(handle: handle) }
+}
+
+@available(*, unavailable)
+extension CurlMulti: Sendable {}
+
+/// Wakes a multi handle's `poll` from any thread (`curl_multi_wakeup` is thread-safe).
+struct CurlWaker: @unchecked Sendable {
+    // @unchecked: only curl_multi_wakeup is called through it, which libcurl documents as
+    // callable from any thread; the owner keeps the multi handle alive while wakers exist.
+    fileprivate let handle: UnsafeMutableRawPointer
+
+    func wake() { _ = curl_multi_wakeup(handle) }
+}

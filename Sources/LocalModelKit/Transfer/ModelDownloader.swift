@@ -1,0 +1,434 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a download is.
+public enum DownloadPhase: String, Sendable {
+    case resolve, download, verify, unpack, install
+}
+
+/// What a download reports while it runs (the CLI's JSON lines, the richer API).
+public enum DownloadEvent: Sendable, Equatable {
+    case phase(DownloadPhase)
+    /// Byte progress; `fraction` is non-decreasing and below 1 until the install commits.
+    case progress(bytes: Int64, total: Int64, fraction: Double, bytesPerSecond: Double)
+    case retry(file: String, attempt: Int, cause: String, delay: Double)
+    case stall(file: String)
+    case restarted(file: String, reason: String)
+    case fileCompleted(file: String)
+    /// A source failed and the next one is tried.
+    case sourceFallback(failed: String, reason: String)
+    /// Exactly once, after the install committed. `alreadyInstalled` when nothing was fetched.
+    case done(path: String, alreadyInstalled: Bool)
+}
+
+/// How a download behaves.
+public struct DownloadOptions: Sendable {
+    public var policy = TransferPolicy()
+    /// Replaces the origin (scheme://host:port) of every source URL.
+    public var mirror: String?
+    /// Shortest interval between two progress events.
+    public var progressInterval: Double = 0.25
+
+    public init(policy: TransferPolicy = TransferPolicy(), mirror: String? = nil, progressInterval: Double = 0.25) {
+        self.policy = policy
+        self.mirror = mirror
+        self.progressInterval = progressInterval
+    }
+}
+
+extension LocalModelEngine {
+    // MARK: Public entry points
+
+    /// Downloads, verifies and installs a model; async, cancellable.
+    ///
+    /// Runs the blocking transfer on a thread of its own. Task cancellation stops the
+    /// transfer within a poll interval (≤ 100 ms) and keeps the partial data.
+    public func download(modelId: String, options: DownloadOptions = DownloadOptions(),
+                         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) async throws(DownloadError) -> String {
+        let flag = CancellationFlag()
+        let result: Result<String, DownloadError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, DownloadError>, Never>) in
+                let thread = Thread {
+                    let outcome: Result<String, DownloadError>
+                    do throws(DownloadError) {
+                        outcome = .success(try self.downloadBlocking(modelId: modelId, options: options, cancellation: flag, onEvent: onEvent))
+                    } catch {
+                        outcome = .failure(error)
+                    }
+                    continuation.resume(returning: outcome)
+                }
+                thread.name = "glasses-local download \(modelId)"
+                thread.stackSize = 1 << 20
+                thread.start()
+            }
+        } onCancel: {
+            flag.cancel()
+        }
+        return try result.get()
+    }
+
+    /// Downloads, verifies and installs a model on the calling thread.
+    /// - Returns: the install folder.
+    public func downloadBlocking(modelId: String, options: DownloadOptions, cancellation: CancellationFlag,
+                                 onEvent: @escaping (DownloadEvent) -> Void) throws(DownloadError) -> String {
+        guard let model = catalog.model(id: modelId) else { throw .unknownModel(modelId) }
+        onEvent(.phase(.resolve))
+        let records: Records
+        do { records = try open().records } catch { throw .io(modelId: modelId, message: "\(error)") }
+        let lock = FileLock(path: layout.lockPath(id: modelId))
+        do {
+            guard try lock.tryLock() else { throw DownloadError.busy(modelId: modelId) }
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw .io(modelId: modelId, message: "\(error)")
+        }
+        defer { lock.unlock() }
+        let run = DownloadRun(engine: self, model: model, records: records, options: options, cancellation: cancellation, onEvent: onEvent)
+        return try run.execute()
+    }
+}
+
+/// One download of one model, under its lock.
+private final class DownloadRun {
+    let engine: LocalModelEngine
+    let model: CatalogModel
+    let records: Records
+    let options: DownloadOptions
+    let cancellation: CancellationFlag
+    let onEvent: (DownloadEvent) -> Void
+    var layout: StoreLayout { engine.layout }
+    var id: String { model.id }
+
+    // Progress state.
+    private var lastFraction = 0.0
+    private var lastEmit = 0.0
+    private var rateWindow: [(time: Double, bytes: Int64)] = []
+
+    init(engine: LocalModelEngine, model: CatalogModel, records: Records, options: DownloadOptions,
+         cancellation: CancellationFlag, onEvent: @escaping (DownloadEvent) -> Void) {
+        self.engine = engine
+        self.model = model
+        self.records = records
+        self.options = options
+        self.cancellation = cancellation
+        self.onEvent = onEvent
+    }
+
+    func io(_ error: any Error) -> DownloadError { .io(modelId: id, message: "\(error)") }
+
+    func execute() throws(DownloadError) -> String {
+        let finalPath = layout.installPath(id: id, kind: model.kind)
+        // Already installed with exactly these files: nothing to do.
+        if let record = try? records.install(id), record.state == .installed, FileIO.isDirectory(finalPath),
+           let files = try? records.files(id), sameFiles(files) {
+            emitFinalProgress()
+            onEvent(.done(path: finalPath, alreadyInstalled: true))
+            return finalPath
+        }
+
+        // Space, before any byte moves (counting other downloads' reservations).
+        let fit: StorageFit
+        do {
+            let reserved = try records.read { try $0.reservedBytes(excluding: id) }
+            let space = try engine.probe.space(at: layout.root)
+            fit = engine.storageFit(model, installed: false, space: space, reservedByOthers: reserved)
+        } catch { throw io(error) }
+        guard fit.fits else {
+            throw .insufficientStorage(modelId: id, requiredMb: fit.requiredMb, availableMb: fit.availableMb)
+        }
+
+        let resumed = fit.presentBytes > 0
+        do {
+            try records.write { ctx in
+                try ctx.reserve(id, bytes: fit.requiredBytes, pid: getpid())
+                if try ctx.read.install(id)?.state != .installed {
+                    try ctx.upsert(InstallRecord(modelId: id, kind: model.kind, state: .partial, catalogVersion: engine.catalog.catalogVersion,
+                                                 path: nil, totalBytes: model.installedBytes, createdAt: ctx.now, updatedAt: ctx.now))
+                }
+                try ctx.append(resumed ? .resumed : .started, modelId: id,
+                               detail: resumed ? "resuming with \(fit.presentBytes) bytes on disk" : "downloading \(model.downloadBytes) bytes")
+            }
+        } catch { throw io(error) }
+
+        do {
+            let path = try fetchAndInstall(finalPath: finalPath)
+            emitFinalProgress()
+            onEvent(.done(path: path, alreadyInstalled: false))
+            return path
+        } catch {
+            let kept = engine.partialBytes(model)
+            try? records.write { ctx in
+                try ctx.release(id)
+                if var record = try ctx.read.install(id), record.state == .partial {
+                    record.lastError = error.description
+                    record.updatedAt = ctx.now
+                    try ctx.upsert(record)
+                }
+                if case .cancelled = error {
+                    try ctx.append(.failed, modelId: id, detail: "interrupted; \(kept) bytes kept")
+                } else {
+                    try ctx.append(.failed, modelId: id, detail: error.description)
+                }
+            }
+            if case .cancelled = error { throw DownloadError.cancelled(modelId: id, keptBytes: kept) }
+            throw error
+        }
+    }
+
+    private func sameFiles(_ recorded: [FileRecord]) -> Bool {
+        guard recorded.count == model.files.count else { return false }
+        let byPath = Dictionary(recorded.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        return model.files.allSatisfy { f in
+            guard let r = byPath[f.path], r.size == f.size else { return false }
+            return f.sha256 == nil || r.verifiedSha256 == f.sha256
+        }
+    }
+
+    // MARK: Sources
+
+    private func fetchAndInstall(finalPath: String) throws(DownloadError) -> String {
+        var lastError: DownloadError?
+        for (n, source) in model.sources.enumerated() {
+            do {
+                switch source {
+                case .files(let base):
+                    let hashes = try fetchFiles(baseURL: rewrite(base))
+                    return try install(from: layout.partialPath(id: id), hashes: hashes, finalPath: finalPath)
+                case .archive(let archive):
+                    let hashes = try fetchArchive(archive)
+                    return try install(from: layout.stagingPath(id: id), hashes: hashes, finalPath: finalPath)
+                }
+            } catch {
+                switch error {
+                case .cancelled, .diskFull, .insufficientStorage, .busy, .io:
+                    throw error
+                default:
+                    lastError = error
+                    if n + 1 < model.sources.count {
+                        onEvent(.sourceFallback(failed: source.primaryURL, reason: error.description))
+                    }
+                }
+            }
+        }
+        throw lastError ?? .noSource(modelId: id)
+    }
+
+    func rewrite(_ url: String) -> String { MirrorRewrite.apply(options.mirror, to: url) }
+
+    private func allowPlainHTTP(_ url: String) -> Bool {
+        url.lowercased().hasPrefix("http://")
+    }
+
+    private func fetchFiles(baseURL: String) throws(DownloadError) -> [String: String] {
+        onEvent(.phase(.download))
+        let saved = (try? records.read { try $0.partialFiles(id) }) ?? []
+        let validators = Dictionary(saved.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        let partialRoot = layout.partialPath(id: id)
+        let requests = model.files.map { file in
+            FileRequest(name: file.path, url: baseURL + ModelURL.percentEncode(file.path), partialPath: partialRoot + "/" + file.path,
+                        size: file.size, sha256: file.sha256, etag: validators[file.path]?.etag,
+                        lastModified: validators[file.path]?.lastModified)
+        }
+        let outcomes = try transfer(requests, plainHTTP: allowPlainHTTP(baseURL))
+        var hashes: [String: String] = [:]
+        for (request, outcome) in zip(requests, outcomes) {
+            switch outcome {
+            case .completed(let sha, _, _): hashes[request.name] = sha
+            case .failed(let failure): throw map(failure, request: request)
+            }
+        }
+        onEvent(.phase(.verify))
+        return hashes
+    }
+
+    private func fetchArchive(_ archive: ArchiveSource) throws(DownloadError) -> [String: String] {
+        onEvent(.phase(.download))
+        let url = rewrite(archive.url)
+        let saved = (try? records.read { try $0.partialFiles(id) })?.first { $0.path == "@archive" }
+        let request = FileRequest(name: (archive.url as NSString).lastPathComponent, url: url, partialPath: layout.partialArchivePath(id: id),
+                                  size: archive.size, sha256: archive.sha256, etag: saved?.etag, lastModified: saved?.lastModified)
+        let outcomes = try transfer([request], plainHTTP: allowPlainHTTP(url), validatorKey: "@archive")
+        if case .failed(let failure) = outcomes[0] { throw map(failure, request: request) }
+        onEvent(.phase(.verify))
+        onEvent(.phase(.unpack))
+        let staging = layout.stagingPath(id: id)
+        do {
+            try FileIO.removeTree(staging)
+            try FileIO.createDirectory(staging)
+        } catch { throw io(error) }
+        do {
+            return try ArchiveExtractor.extract(archivePath: request.partialPath, format: archive.format,
+                                                stripComponents: archive.stripComponents, into: staging, files: model.files,
+                                                isCancelled: { self.cancellation.isCancelled })
+        } catch {
+            _ = try? FileIO.removeTree(staging)
+            switch error {
+            case .cancelled: throw .cancelled(modelId: id, keptBytes: archive.size)
+            case .noSpace(let path):
+                throw .diskFull(modelId: id, file: path, neededMb: Int((model.installedBytes + (1 << 20) - 1) >> 20), keptBytes: archive.size)
+            case .io(let message): throw .io(modelId: id, message: message)
+            default:
+                // The archive matched its catalog hash, so the catalog itself is wrong or hostile.
+                throw .unsafeArchive(modelId: id, url: url, problem: error.description)
+            }
+        }
+    }
+
+    /// Runs a transfer session, persisting validators and throttling progress.
+    private func transfer(_ requests: [FileRequest], plainHTTP: Bool, validatorKey: String? = nil) throws(DownloadError) -> [FileOutcome] {
+        let records = self.records
+        let id = self.id
+        let session = TransferSession(
+            policy: options.policy, cancellation: cancellation, allowPlainHTTPRedirects: plainHTTP,
+            onEvent: { [self] event in
+                switch event {
+                case .started: break
+                case let .restarted(file, reason): onEvent(.restarted(file: file, reason: reason))
+                case let .retry(file, attempt, cause, delay): onEvent(.retry(file: file, attempt: attempt, cause: cause, delay: delay))
+                case .stalled(let file): onEvent(.stall(file: file))
+                case let .validators(file, etag, lastModified):
+                    let size = requests.first { $0.name == file }?.size ?? 0
+                    try? records.write { ctx in
+                        try ctx.upsertPartialFile(id, FileRecord(path: validatorKey ?? file, size: size, sha256: nil,
+                                                                 etag: etag, lastModified: lastModified))
+                    }
+                case .completed(let file, _): onEvent(.fileCompleted(file: file))
+                }
+            },
+            onProgress: { [self] present, total in progress(present, total) })
+        do {
+            return try session.run(requests)
+        } catch {
+            throw .io(modelId: id, message: error.description)
+        }
+    }
+
+    private func map(_ failure: FileFailure, request: FileRequest) -> DownloadError {
+        switch failure {
+        case let .httpStatus(status, url): return .httpStatus(modelId: id, file: request.name, url: url, status: status)
+        case let .hashMismatch(expected, actual): return .integrityMismatch(modelId: id, file: request.name, expected: expected, actual: actual)
+        case .tooLong(let declared): return .sizeMismatch(modelId: id, file: request.name, url: request.url, declared: declared, served: nil)
+        case let .sizeMismatch(declared, served): return .sizeMismatch(modelId: id, file: request.name, url: request.url, declared: declared, served: served)
+        case .noSpace:
+            let kept = engine.partialBytes(model)
+            let needed = max(1, Int((model.downloadBytes - kept + (1 << 20) - 1) >> 20))
+            return .diskFull(modelId: id, file: request.name, neededMb: needed, keptBytes: kept)
+        case let .retriesExhausted(cause, url): return .temporary(modelId: id, file: request.name, url: url, cause: cause)
+        case let .retryAfterTooLong(seconds, url):
+            return .temporary(modelId: id, file: request.name, url: url, cause: "the server asks to retry after \(Int(seconds)) s")
+        case let .refused(reason, url): return .refused(modelId: id, url: url, reason: reason)
+        case .io(let message): return .io(modelId: id, message: message)
+        case .cancelled: return .cancelled(modelId: id, keptBytes: engine.partialBytes(model))
+        }
+    }
+
+    // MARK: Progress
+
+    private func progress(_ present: Int64, _ total: Int64) {
+        let now = monotonicSeconds()
+        rateWindow.append((now, present))
+        rateWindow.removeAll { now - $0.time > 5 }
+        guard now - lastEmit >= options.progressInterval || lastEmit == 0 else { return }
+        lastEmit = now
+        let raw = total > 0 ? Double(present) / Double(total) : 0
+        // Non-decreasing, and 1.0 only after the commit.
+        let fraction = max(lastFraction, min(raw, 0.999))
+        lastFraction = fraction
+        var rate = 0.0
+        if let first = rateWindow.first, now - first.time > 0.2 {
+            rate = max(0, Double(present - first.bytes) / (now - first.time))
+        }
+        onEvent(.progress(bytes: present, total: total, fraction: fraction, bytesPerSecond: rate))
+    }
+
+    private func emitFinalProgress() {
+        let total = model.downloadBytes
+        onEvent(.progress(bytes: total, total: total, fraction: 1.0, bytesPerSecond: 0))
+    }
+
+    // MARK: Install (P1)
+
+    /// Verified tree at `source` → `.staging/<id>` → final folder, then one transaction.
+    private func install(from source: String, hashes: [String: String], finalPath: String) throws(DownloadError) -> String {
+        onEvent(.phase(.install))
+        let staging = layout.stagingPath(id: id)
+        let old = layout.stagingRoot + "/" + id + ".replaced"
+        do {
+            if source != staging {
+                try FileIO.removeTree(staging)
+                try rename(source, staging)
+            }
+            try FileIO.syncDirectory(layout.stagingRoot)
+            try FileIO.createDirectory((finalPath as NSString).deletingLastPathComponent)
+            // An older install stays usable until the new one is in place.
+            if FileIO.exists(finalPath) {
+                try FileIO.removeTree(old)
+                try rename(finalPath, old)
+            }
+            try rename(staging, finalPath)
+            try FileIO.syncDirectory((finalPath as NSString).deletingLastPathComponent)
+        } catch { throw io(error) }
+
+        let partialFiles = (try? records.read { try $0.partialFiles(id) }) ?? []
+        let validators = Dictionary(partialFiles.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        do {
+            try records.write { ctx in
+                let existing = try ctx.read.install(id)
+                try ctx.upsert(InstallRecord(modelId: id, kind: model.kind, state: .installed, catalogVersion: engine.catalog.catalogVersion,
+                                             path: finalPath, totalBytes: model.installedBytes, createdAt: existing?.createdAt ?? ctx.now,
+                                             updatedAt: ctx.now, installedAt: ctx.now, lastError: nil))
+                try ctx.setFiles(id, model.files.map { f in
+                    FileRecord(path: f.path, size: f.size, sha256: f.sha256, etag: validators[f.path]?.etag,
+                               lastModified: validators[f.path]?.lastModified, bytesPresent: f.size, verifiedSha256: hashes[f.path])
+                })
+                try ctx.clearPartialFiles(id)
+                try ctx.release(id)
+                try ctx.append(.completed, modelId: id, detail: "installed \(model.installedBytes) bytes in \(finalPath)")
+            }
+        } catch { throw io(error) }
+        // Leftovers after the commit; a crash here is cleaned by the next open or gc.
+        _ = try? FileIO.removeTree(old)
+        _ = try? FileIO.removeTree(layout.partialArchivePath(id: id))
+        _ = try? FileIO.removeTree(layout.partialPath(id: id))
+        return finalPath
+    }
+
+    private func rename(_ from: String, _ to: String) throws(SystemError) {
+        guard Glibc.rename(from, to) == 0 else { throw SystemError(errno: errno, "rename \(from) to \(to)") }
+    }
+}
+
+/// `--mirror`: the origin (scheme://host:port) of a URL replaced, its path kept; a path
+/// in the mirror URL is prepended.
+public enum MirrorRewrite {
+    public static func apply(_ mirror: String?, to url: String) -> String {
+        guard let mirror, let schemeEnd = url.range(of: "://") else { return url }
+        let afterScheme = url[schemeEnd.upperBound...]
+        let path = afterScheme.firstIndex(of: "/").map { String(afterScheme[$0...]) } ?? "/"
+        let base = mirror.hasSuffix("/") ? String(mirror.dropLast()) : mirror
+        return base + path
+    }
+}
+
+public enum ModelURL {
+    /// Percent-encodes a catalog path for a URL (RFC 3986 unreserved characters and '/' stay).
+    public static func percentEncode(_ path: String) -> String {
+        var out = ""
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "/"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = String(byte, radix: 16, uppercase: true)
+                out += "%" + (hex.count == 1 ? "0" + hex : hex)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+
+/// How transfers behave: parallelism, timeouts, retries. Defaults suit a phone or a
+/// laptop on a flaky network; tests shrink the delays.
+public struct TransferPolicy: Sendable, Equatable {
+    /// Files of one model fetched at once.
+    public var parallelFiles = 4
+    /// Seconds under `lowSpeedLimitBytesPerSecond` before a transfer counts as stalled (P4).
+    public var stallTimeout: Double = 30
+    public var lowSpeedLimitBytesPerSecond = 1024
+    public var connectTimeout: Double = 20
+    public var maxRedirects = 5
+    /// Attempts in a row that made no progress before giving up. An attempt that moved
+    /// bytes resets the count, so a flaky link still finishes.
+    public var retryBudget = 6
+    /// First backoff delay; doubles each time, up to `maxBackoff`, with ±20% jitter.
+    public var baseBackoff: Double = 1
+    public var maxBackoff: Double = 60
+    /// The longest `Retry-After` honoured; a server asking for more fails the download as
+    /// temporary (exit 75) with the server's delay in the message.
+    public var maxRetryAfter: Double = 300
+    /// Bytes per second for the whole download, nil for no limit (prefetch's `--rate-limit`).
+    public var maxBytesPerSecond: Int64?
+    public var userAgent = "glasses-local/0.1 (+https://extentos.dev)"
+
+    public init() {}
+
+    /// Backoff before attempt `n` (1-based) of a file, without `Retry-After`.
+    func backoff(attempt n: Int, random: Double) -> Double {
+        let raw = min(maxBackoff, baseBackoff * pow(2, Double(max(0, n - 1))))
+        return raw * (0.8 + 0.4 * random)
+    }
+}
+
+/// A failure of the transfer layer itself (not of a server or a file).
+public enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
+    case setup(String)
+
+    public var description: String {
+        switch self {
+        case .setup(let message): return "network layer: \(message)"
+        }
+    }
+}

@@ -1,0 +1,208 @@
+// The only Swift file that touches libarchive. https://github.com/libarchive/libarchive/wiki/LibarchiveAPI
+// (AE_IF* file types equal the POSIX S_IF* values; the macros carry casts Swift cannot import.)
+internal import CArchive
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Why an archive was refused. Nothing of it is installed (P8).
+public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// libarchive could not read it (damaged, wrong format).
+    case unreadable(String)
+    /// An entry that is not a regular file or folder (symlink, hardlink, device, fifo).
+    case forbiddenEntry(path: String, type: String)
+    /// An entry path that is absolute, has `..`, or would land outside the staging folder.
+    case unsafePath(path: String, problem: String)
+    /// A file the catalog does not list (P7: only catalog files are installed).
+    case unexpectedFile(path: String)
+    /// A file whose size differs from the catalog's (or that would exceed it: a bomb).
+    case sizeMismatch(path: String, expected: Int64, actual: Int64)
+    case hashMismatch(path: String, expected: String, actual: String)
+    /// Catalog files the archive did not contain.
+    case missingFiles([String])
+    /// More entries than the catalog allows.
+    case tooManyEntries(Int)
+    case noSpace(path: String)
+    case io(String)
+    case cancelled
+
+    public var description: String {
+        switch self {
+        case .unreadable(let m): return "the archive cannot be read: \(m)"
+        case let .forbiddenEntry(path, type): return "the archive holds a \(type) at \(path); only regular files and folders are accepted"
+        case let .unsafePath(path, problem): return "the archive entry \(path) is unsafe: \(problem)"
+        case .unexpectedFile(let path): return "the archive holds \(path), which the catalog does not list"
+        case let .sizeMismatch(path, expected, actual): return "\(path) in the archive is \(actual) bytes, the catalog says \(expected)"
+        case let .hashMismatch(path, expected, actual): return "\(path) in the archive has SHA-256 \(actual), the catalog says \(expected)"
+        case .missingFiles(let paths): return "the archive lacks \(paths.count) catalog file(s), first: \(paths.first ?? "")"
+        case .tooManyEntries(let n): return "the archive has more than \(n) entries"
+        case .noSpace(let path): return "no space left while extracting \(path)"
+        case .io(let m): return m
+        case .cancelled: return "extraction cancelled"
+        }
+    }
+}
+
+/// Extracts a verified archive into a staging folder, checking every entry against the
+/// catalog: regular files and folders only, confined paths, exact sizes, hashes where
+/// known, nothing unlisted, nothing missing.
+///
+/// Files are written by this code, not by `archive_write_disk`: each is created with
+/// `O_CREAT | O_EXCL | O_NOFOLLOW` under folders this code made, so no entry can
+/// follow a link out of the staging root, and the bytes are hashed as they are written.
+public enum ArchiveExtractor {
+    /// - Returns: the SHA-256 of every extracted file, by catalog path.
+    public static func extract(archivePath: String, format: ArchiveFormat, stripComponents: Int,
+                               into staging: String, files: [CatalogFile],
+                               isCancelled: () -> Bool = { false }) throws(UnpackError) -> [String: String] {
+        guard let reader = archive_read_new() else { throw .io("libarchive: out of memory") }
+        defer { archive_read_free(reader) }
+        // Only the format and filter the catalog names (P8: less parser surface).
+        switch format {
+        case .tarBz2: archive_read_support_filter_bzip2(reader); archive_read_support_format_tar(reader)
+        case .tarGz: archive_read_support_filter_gzip(reader); archive_read_support_format_tar(reader)
+        case .tarXz: archive_read_support_filter_xz(reader); archive_read_support_format_tar(reader)
+        case .tarZst: archive_read_support_filter_zstd(reader); archive_read_support_format_tar(reader)
+        case .tar: archive_read_support_format_tar(reader)
+        case .zip: archive_read_support_format_zip(reader)
+        }
+        guard archive_read_open_filename(reader, archivePath, 1 << 16) == ARCHIVE_OK else {
+            throw .unreadable(message(reader))
+        }
+
+        let expected = Dictionary(files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+        var hashes: [String: String] = [:]
+        var createdDirs: Set<String> = [""]
+        let maxEntries = files.count * 2 + 1024
+        var entries = 0
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+
+        var entry: OpaquePointer?
+        while true {
+            let rc = archive_read_next_header(reader, &entry)
+            if rc == ARCHIVE_EOF { break }
+            guard rc == ARCHIVE_OK || rc == ARCHIVE_WARN, let entry else { throw .unreadable(message(reader)) }
+            entries += 1
+            if entries > maxEntries { throw .tooManyEntries(maxEntries) }
+            if isCancelled() { throw .cancelled }
+
+            let rawPath = pathOf(entry)
+            let type = archive_entry_filetype(entry)
+            // Links first: a hardlink entry may look like a regular file.
+            if archive_entry_hardlink(entry) != nil { throw .forbiddenEntry(path: rawPath, type: "hardlink") }
+            if archive_entry_symlink(entry) != nil || type == S_IFLNK { throw .forbiddenEntry(path: rawPath, type: "symlink") }
+            guard type == S_IFREG || type == S_IFDIR else {
+                throw .forbiddenEntry(path: rawPath, type: typeName(type))
+            }
+            if rawPath.hasPrefix("/") { throw .unsafePath(path: rawPath, problem: "absolute path") }
+            var components = rawPath.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
+            if components.contains("..") { throw .unsafePath(path: rawPath, problem: "contains '..'") }
+            guard components.count > stripComponents || type == S_IFDIR else {
+                throw .unsafePath(path: rawPath, problem: "a file above the \(stripComponents) stripped folder level(s)")
+            }
+            components.removeFirst(min(stripComponents, components.count))
+            let path = components.joined(separator: "/")
+            if path.isEmpty { continue }
+            if let problem = CatalogRules.pathProblem(path) { throw .unsafePath(path: rawPath, problem: problem) }
+
+            if type == S_IFDIR {
+                try makeDirectories(for: path + "/x", under: staging, created: &createdDirs)
+                continue
+            }
+            guard let file = expected[path] else { throw .unexpectedFile(path: path) }
+            if hashes[path] != nil { throw .unsafePath(path: rawPath, problem: "appears twice in the archive") }
+            if archive_entry_size_is_set(entry) != 0, archive_entry_size(entry) != file.size {
+                throw .sizeMismatch(path: path, expected: file.size, actual: Int64(archive_entry_size(entry)))
+            }
+            try makeDirectories(for: path, under: staging, created: &createdDirs)
+            hashes[path] = try writeEntry(reader, to: staging + "/" + path, file: file, buffer: buffer, isCancelled: isCancelled)
+        }
+        let missing = files.filter { hashes[$0.path] == nil }.map(\.path)
+        if !missing.isEmpty { throw .missingFiles(missing) }
+        return hashes
+    }
+
+    private static func writeEntry(_ reader: OpaquePointer, to full: String, file: CatalogFile,
+                                   buffer: UnsafeMutableRawBufferPointer, isCancelled: () -> Bool) throws(UnpackError) -> String {
+        let fd = open(full, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw .io(SystemError(errno: errno, "create \(full)").message) }
+        defer { close(fd) }
+        let hasher: SHA256Hasher
+        do { hasher = try SHA256Hasher() } catch { throw .io("\(error)") }
+        var total: Int64 = 0
+        while true {
+            let n = archive_read_data(reader, buffer.baseAddress, buffer.count)
+            if n == 0 { break }
+            if n < 0 { throw .unreadable(message(reader)) }
+            total += Int64(n)
+            // A bomb (or a lying header) never writes past the catalog size.
+            if total > file.size { throw .sizeMismatch(path: file.path, expected: file.size, actual: total) }
+            var written = 0
+            while written < n {
+                let w = write(fd, buffer.baseAddress! + written, n - written)
+                if w < 0 {
+                    if errno == EINTR { continue }
+                    if errno == ENOSPC || errno == EDQUOT { throw .noSpace(path: full) }
+                    throw .io(SystemError(errno: errno, "write \(full)").message)
+                }
+                written += w
+            }
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            if isCancelled() { throw .cancelled }
+        }
+        if total != file.size { throw .sizeMismatch(path: file.path, expected: file.size, actual: total) }
+        guard fsync(fd) == 0 else { throw .io(SystemError(errno: errno, "fsync \(full)").message) }
+        let actual: String
+        do { actual = try hasher.finalize() } catch { throw .io("\(error)") }
+        if let expected = file.sha256, expected != actual { throw .hashMismatch(path: file.path, expected: expected, actual: actual) }
+        return actual
+    }
+
+    /// Creates the parent folders of `path` under `root`, refusing to pass through anything
+    /// that is not a folder this extraction created.
+    private static func makeDirectories(for path: String, under root: String, created: inout Set<String>) throws(UnpackError) {
+        var prefix = ""
+        let parts = path.split(separator: "/").dropLast()
+        for part in parts {
+            prefix = prefix.isEmpty ? String(part) : prefix + "/" + part
+            if created.contains(prefix) { continue }
+            let full = root + "/" + prefix
+            if mkdir(full, 0o755) != 0 {
+                guard errno == EEXIST else {
+                    if errno == ENOSPC { throw .noSpace(path: full) }
+                    throw .io(SystemError(errno: errno, "create folder \(full)").message)
+                }
+                var st = stat()
+                guard lstat(full, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+                    throw .unsafePath(path: prefix, problem: "exists and is not a folder")
+                }
+            }
+            created.insert(prefix)
+        }
+    }
+
+    private static func pathOf(_ entry: OpaquePointer) -> String {
+        if let utf8 = archive_entry_pathname_utf8(entry) { return String(cString: utf8) }
+        if let raw = archive_entry_pathname(entry) { return String(cString: raw) }
+        return ""
+    }
+
+    private static func typeName(_ type: mode_t) -> String {
+        switch type {
+        case S_IFCHR: return "character device"
+        case S_IFBLK: return "block device"
+        case S_IFIFO: return "fifo"
+        case S_IFSOCK: return "socket"
+        default: return "special file"
+        }
+    }
+
+    private static func message(_ reader: OpaquePointer) -> String {
+        archive_error_string(reader).map { String(cString: $0) } ?? "unknown libarchive error"
+    }
+
+    /// libarchive's version, for `doctor`.
+    public static var libraryVersion: String { String(cString: archive_version_details()) }
+}
