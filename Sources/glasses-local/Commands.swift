@@ -1,7 +1,9 @@
 import Foundation
 import LocalModelKit
 
-let commandSpecs: [CommandSpec] = [
+let commandSpecs: [CommandSpec] = baseCommandSpecs.prefix(4) + transferCommandSpecs + baseCommandSpecs.dropFirst(4)
+
+let baseCommandSpecs: [CommandSpec] = [
     CommandSpec(name: "list", abstract: "List the catalog's models with install state and storage fit.",
                 usage: "glasses-local list [--json]"),
     CommandSpec(name: "info", abstract: "Show one model: sizes, files, sources, state, fit.",
@@ -171,6 +173,10 @@ enum Commands {
         case "doctor": return try Doctor.run(context)
         case "catalog validate": return try CatalogCommands.validate(context)
         case "catalog hash": return try CatalogCommands.hash(context)
+        case "download": return try TransferCommands.download(context)
+        case "delete": return try TransferCommands.delete(context)
+        case "verify": return try TransferCommands.verify(context)
+        case "gc": return try TransferCommands.gc(context)
         default:
             throw CLIError(exitCode: .failure, code: "failure", message: "command '\(context.invocation.command.name)' has no implementation")
         }

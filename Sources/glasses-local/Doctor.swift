@@ -55,6 +55,9 @@ enum Doctor {
             }
         }
         recordsJSON.append(("sqliteVersion", .string(SQLiteConnection.libraryVersion)))
+        json.append(("libraries", ["sqlite": .string(SQLiteConnection.libraryVersion), "curl": .string(TransferLibrary.curlVersion),
+                                   "archive": .string(ArchiveExtractor.libraryVersion)]))
+        checks.append(("libraries", true, "SQLite \(SQLiteConnection.libraryVersion), \(TransferLibrary.curlVersion), \(ArchiveExtractor.libraryVersion)"))
         json.append(("records", .object(recordsJSON)))
 
         let catalog = engine.catalog

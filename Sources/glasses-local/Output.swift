@@ -72,6 +72,13 @@ enum Format {
         }.joined(separator: "\n")
     }
 
+    /// "1:05" or "1:02:03".
+    static func duration(_ seconds: Double) -> String {
+        guard seconds.isFinite, seconds >= 0, seconds < 360_000 else { return "--:--" }
+        let s = Int(seconds.rounded())
+        return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+    }
+
     static func date(_ seconds: Double) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")

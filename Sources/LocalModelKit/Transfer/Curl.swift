@@ -271,3 +271,8 @@ struct CurlWaker: @unchecked Sendable {
 
     func wake() { _ = curl_multi_wakeup(handle) }
 }
+
+/// Library facts for `doctor`.
+public enum TransferLibrary {
+    public static var curlVersion: String { CurlEasy.version }
+}

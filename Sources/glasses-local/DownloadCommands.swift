@@ -1,0 +1,310 @@
+import Dispatch
+import Foundation
+import LocalModelKit
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let downloadOptions: [OptionSpec] = [
+    OptionSpec(name: "--parallel", valueName: "N", help: "Files fetched at once (default 4)."),
+    OptionSpec(name: "--retries", valueName: "N", help: "Attempts in a row without progress before giving up (default 6)."),
+    OptionSpec(name: "--retry-delay", valueName: "S", help: "First retry delay in seconds, doubled each time up to 60 (default 1)."),
+]
+
+let transferCommandSpecs: [CommandSpec] = [
+    CommandSpec(name: "download", abstract: "Download, verify and install models (resumable; Ctrl-C keeps the partial data).",
+                discussion: "Every byte is checked against the catalog's SHA-256 while it streams; the model is installed with one rename and one records transaction. An interrupted download resumes at the byte where it stopped. Exits 3 when it cannot fit, 4 on an integrity failure, 7 when another process is installing the model, 75 when the network or server failed for longer than the retry budget (retry later), 130 when interrupted.",
+                arguments: [("<id>...", "One or more model ids.")], positional: 1...64, options: downloadOptions,
+                usage: "glasses-local download <id>... [--parallel N] [--retries N] [--retry-delay S]"),
+    CommandSpec(name: "delete", abstract: "Delete installed models and their partial data; print the space freed.",
+                discussion: "Refuses (exit 7) while another process downloads the model.",
+                arguments: [("<id>...", "One or more model ids.")], positional: 1...64,
+                usage: "glasses-local delete <id>..."),
+    CommandSpec(name: "verify", abstract: "Re-hash installed models against the catalog (else the install-time hash).",
+                discussion: "Exits 4 when a file does not match. With --repair, only the bad files are fetched again.",
+                arguments: [("[<id>...]", "Models to verify (default: every installed model).")], positional: 0...64,
+                options: [OptionSpec(name: "--repair", valueName: nil, help: "Fetch the bad files again.")] + downloadOptions,
+                usage: "glasses-local verify [<id>...] [--repair]"),
+    CommandSpec(name: "gc", abstract: "Remove orphaned partial and staging data; print the space freed.",
+                usage: "glasses-local gc"),
+]
+
+extension CLIError {
+    static func from(download error: DownloadError) -> CLIError {
+        let (code, name): (ExitCode, String)
+        switch error {
+        case .unknownModel: (code, name) = (.unknownModel, "unknownModel")
+        case .busy: (code, name) = (.busy, "busy")
+        case .insufficientStorage: (code, name) = (.doesNotFit, "insufficientStorage")
+        case .diskFull: (code, name) = (.doesNotFit, "diskFull")
+        case .integrityMismatch: (code, name) = (.integrity, "integrityMismatch")
+        case .sizeMismatch: (code, name) = (.integrity, "sizeMismatch")
+        case .unsafeArchive: (code, name) = (.integrity, "unsafeArchive")
+        case .temporary: (code, name) = (.temporary, "temporary")
+        case .cancelled: (code, name) = (.interrupted, "interrupted")
+        case .httpStatus: (code, name) = (.failure, "httpStatus")
+        case .refused: (code, name) = (.failure, "refused")
+        case .io: (code, name) = (.failure, "io")
+        case .noSource: (code, name) = (.failure, "noSource")
+        case .notInstalled: (code, name) = (.failure, "notInstalled")
+        }
+        return CLIError(exitCode: code, code: name, message: error.description)
+    }
+}
+
+/// SIGINT/SIGTERM → cancel the transfer (partial data kept), then exit 130.
+final class InterruptHandler: @unchecked Sendable {
+    // @unchecked: `sources` is written once in init and only read in deinit; the flag is Sendable.
+    let flag = CancellationFlag()
+    private var sources: [DispatchSourceSignal] = []
+
+    init() {
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { [flag] in flag.cancel() }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    deinit {
+        for source in sources { source.cancel() }
+    }
+}
+
+/// Draws progress: a bar on a terminal, periodic lines otherwise, JSON lines with --json.
+final class ProgressPrinter {
+    enum Style { case bar, lines, json, none }
+    let style: Style
+    let console: Console
+    let modelId: String
+    private var lastLine = 0.0
+    private var barShown = false
+
+    init(console: Console, modelId: String, noProgress: Bool) {
+        self.console = console
+        self.modelId = modelId
+        if console.json { style = .json }
+        else if console.quiet || noProgress { style = .none }
+        else if isatty(2) == 1 { style = .bar }
+        else { style = .lines }
+    }
+
+    func handle(_ event: DownloadEvent) {
+        switch style {
+        case .json: json(event)
+        case .bar, .lines: human(event)
+        case .none: break
+        }
+    }
+
+    private func json(_ event: DownloadEvent) {
+        let id = JSONValue.string(modelId)
+        switch event {
+        case .phase(let p): console.printJSON(["event": "phase", "modelId": id, "phase": .string(p.rawValue)])
+        case let .progress(bytes, total, fraction, rate):
+            console.printJSON(["event": "progress", "modelId": id, "bytes": .int(bytes), "total": .int(total),
+                               "fraction": .double((fraction * 10000).rounded() / 10000), "bytesPerSecond": .int(Int64(rate))])
+        case let .retry(file, attempt, cause, delay):
+            console.printJSON(["event": "retry", "modelId": id, "file": .string(file), "attempt": JSONValue(attempt),
+                               "cause": .string(cause), "delaySeconds": .double((delay * 100).rounded() / 100)])
+        case .stall(let file): console.printJSON(["event": "stall", "modelId": id, "file": .string(file)])
+        case let .restarted(file, reason):
+            console.printJSON(["event": "restart", "modelId": id, "file": .string(file), "reason": .string(reason)])
+        case .fileCompleted(let file): console.printJSON(["event": "file", "modelId": id, "file": .string(file)])
+        case let .sourceFallback(failed, reason):
+            console.printJSON(["event": "fallback", "modelId": id, "failedSource": .string(failed), "reason": .string(reason)])
+        case let .done(path, already):
+            console.printJSON(["event": already ? "skipped" : "done", "modelId": id, "path": .string(path), "exitCode": 0])
+        }
+    }
+
+    private func human(_ event: DownloadEvent) {
+        switch event {
+        case .phase(let p):
+            if p != .resolve && p != .download { clearBar(); console.err("\(modelId): \(p.rawValue)…") }
+        case let .progress(bytes, total, fraction, rate):
+            let eta = rate > 0 ? Format.duration(Double(total - bytes) / rate) : "--:--"
+            let text = "\(Int(fraction * 100))%  \(Format.bytes(bytes)) / \(Format.bytes(total))  \(Format.bytes(Int64(rate)))/s  ETA \(eta)"
+            if style == .bar {
+                let width = 24
+                let filled = Int(fraction * Double(width))
+                let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+                FileHandle.standardError.write(Data("\r\u{1B}[2K\(modelId) [\(bar)] \(text)".utf8))
+                barShown = true
+            } else {
+                let now = monotonicSeconds()
+                if now - lastLine >= 5 || fraction >= 1 {
+                    lastLine = now
+                    console.out("\(modelId): \(text)")
+                }
+            }
+        case let .retry(file, attempt, cause, delay):
+            clearBar()
+            console.err("\(modelId): \(file): \(cause); retry \(attempt) in \(String(format: "%.1f", delay)) s")
+        case .stall(let file):
+            clearBar()
+            console.err("\(modelId): \(file): stalled, retrying")
+        case let .restarted(file, reason):
+            clearBar()
+            console.err("\(modelId): \(file): starting over (\(reason))")
+        case .fileCompleted: break
+        case let .sourceFallback(failed, reason):
+            clearBar()
+            console.err("\(modelId): source \(failed) failed (\(reason)); trying the next source")
+        case .done: clearBar()
+        }
+    }
+
+    func clearBar() {
+        if barShown {
+            FileHandle.standardError.write(Data("\r\u{1B}[2K".utf8))
+            barShown = false
+        }
+    }
+}
+
+enum TransferCommands {
+    static func options(_ context: CommandContext) throws(CLIError) -> DownloadOptions {
+        var policy = TransferPolicy()
+        let inv = context.invocation
+        if let text = inv.value("--stall-timeout"), let s = Double(text) { policy.stallTimeout = s }
+        if let text = inv.value("--parallel") {
+            guard let n = Int(text), (1...32).contains(n) else { throw .usage("--parallel must be 1…32, got '\(text)'", of: inv.command) }
+            policy.parallelFiles = n
+        }
+        if let text = inv.value("--retries") {
+            guard let n = Int(text), (0...100).contains(n) else { throw .usage("--retries must be 0…100, got '\(text)'", of: inv.command) }
+            policy.retryBudget = n
+        }
+        if let text = inv.value("--retry-delay") {
+            guard let s = Double(text), s >= 0, s <= 600 else { throw .usage("--retry-delay must be 0…600 seconds, got '\(text)'", of: inv.command) }
+            policy.baseBackoff = s
+        }
+        return DownloadOptions(policy: policy, mirror: inv.value("--mirror"))
+    }
+
+    static func download(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let engine = try context.engine()
+        let options = try options(context)
+        let interrupt = InterruptHandler()
+        var worst: CLIError?
+        for id in context.invocation.positional {
+            if interrupt.flag.isCancelled { break }
+            let printer = ProgressPrinter(console: context.console, modelId: id, noProgress: context.invocation.flag("--no-progress"))
+            let start = monotonicSeconds()
+            do {
+                let path = try engine.downloadBlocking(modelId: id, options: options, cancellation: interrupt.flag, onEvent: printer.handle)
+                printer.clearBar()
+                let seconds = monotonicSeconds() - start
+                let size = engine.catalog.model(id: id)?.installedBytes ?? 0
+                context.console.say("\(id): installed in \(path) (\(Format.bytes(size)), \(String(format: "%.1f", seconds)) s)")
+            } catch {
+                printer.clearBar()
+                let cli = CLIError.from(download: error)
+                if context.console.json {
+                    context.console.printJSON(["event": "error", "modelId": .string(id), "code": .string(cli.code),
+                                               "message": .string(cli.message), "exitCode": JSONValue(Int(cli.exitCode.rawValue))])
+                }
+                context.console.err("Error: \(cli.message)")
+                if worst == nil { worst = cli }
+                if case .cancelled = error { break }
+            }
+        }
+        return worst?.exitCode ?? .ok
+    }
+
+    static func delete(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let engine = try context.engine()
+        var results: [JSONValue] = []
+        var worst: CLIError?
+        var total: Int64 = 0
+        for id in context.invocation.positional {
+            do {
+                let result = try engine.delete(modelId: id)
+                total += result.freedBytes
+                results.append(["modelId": .string(id), "deleted": .bool(result.existed), "freedBytes": .int(result.freedBytes)])
+                context.console.say(result.existed ? "\(id): deleted, \(Format.bytes(result.freedBytes)) freed" : "\(id): nothing to delete")
+            } catch {
+                let cli = CLIError.from(download: error)
+                results.append(["modelId": .string(id), "error": ["code": .string(cli.code), "message": .string(cli.message),
+                                                                  "exitCode": JSONValue(Int(cli.exitCode.rawValue))]])
+                context.console.err("Error: \(cli.message)")
+                if worst == nil { worst = cli }
+            }
+        }
+        if context.console.json {
+            context.console.printJSON(["models": .array(results), "freedBytes": .int(total)])
+        } else if context.invocation.positional.count > 1 {
+            context.console.say("freed \(Format.bytes(total)) in all")
+        }
+        return worst?.exitCode ?? .ok
+    }
+
+    static func verify(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let engine = try context.engine()
+        let options = try options(context)
+        var ids = context.invocation.positional
+        if ids.isEmpty {
+            ids = try context.attempt { try engine.models().filter(\.isInstalled).map(\.model.id) }
+            if ids.isEmpty {
+                context.console.say("no installed models to verify")
+                if context.console.json { context.console.printJSON(["models": []]) }
+                return .ok
+            }
+        }
+        let interrupt = InterruptHandler()
+        var reports: [JSONValue] = []
+        var worst: CLIError?
+        var mismatch = false
+        for id in ids {
+            let printer = ProgressPrinter(console: context.console, modelId: id, noProgress: true)
+            do {
+                let report = try engine.verify(modelId: id, repair: context.invocation.flag("--repair"), options: options,
+                                               cancellation: interrupt.flag, onEvent: printer.handle)
+                if !report.ok { mismatch = true }
+                reports.append(["modelId": .string(id), "ok": .bool(report.ok), "filesChecked": JSONValue(report.filesChecked),
+                                "sizeOnly": JSONValue(report.sizeOnly),
+                                "problems": .array(report.problems.map { ["path": .string($0.path), "detail": .string($0.detail)] }),
+                                "repaired": .array(report.repaired.map { .string($0) })])
+                if report.problems.isEmpty {
+                    let note = report.sizeOnly > 0 ? " (\(report.sizeOnly) size-checked only: no hash known)" : ""
+                    context.console.say("\(id): ok, \(report.filesChecked) files verified\(note)")
+                } else {
+                    for p in report.problems { context.console.say("\(id): \(p.path): \(p.detail)\(report.repaired.contains(p.path) ? " — re-fetched" : "")") }
+                    if report.ok {
+                        context.console.say("\(id): repaired \(report.repaired.count) file(s)")
+                    } else {
+                        context.console.err("Error: \(id): \(report.problems.count) file(s) do not match. Run 'glasses-local verify \(id) --repair' to fetch them again.")
+                    }
+                }
+            } catch {
+                let cli = CLIError.from(download: error)
+                reports.append(["modelId": .string(id), "error": ["code": .string(cli.code), "message": .string(cli.message),
+                                                                  "exitCode": JSONValue(Int(cli.exitCode.rawValue))]])
+                context.console.err("Error: \(cli.message)")
+                if worst == nil { worst = cli }
+            }
+        }
+        if context.console.json { context.console.printJSON(["models": .array(reports)]) }
+        if let worst { return worst.exitCode }
+        return mismatch ? .integrity : .ok
+    }
+
+    static func gc(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let engine = try context.engine()
+        let report = try context.attempt { try engine.gc() }
+        if context.console.json {
+            context.console.printJSON(["removed": .array(report.removed.map { ["path": .string($0.path), "bytes": .int($0.bytes)] }),
+                                       "freedBytes": .int(report.freedBytes)])
+        } else if report.removed.isEmpty {
+            context.console.say("nothing to collect")
+        } else {
+            for item in report.removed { context.console.say("removed \(item.path) (\(Format.bytes(item.bytes)))") }
+            context.console.say("freed \(Format.bytes(report.freedBytes))")
+        }
+        return .ok
+    }
+}
