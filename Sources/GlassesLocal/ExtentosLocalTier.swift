@@ -68,11 +68,47 @@ public enum ExtentosLocalTier {
         case unknownModel(String)
         /// The store or its records cannot be used (message says which file and how to recover).
         case storeUnavailable(String)
+        /// Another process (or call) is downloading or deleting the model.
+        case busy(String)
+        /// The download does not fit: checked before any byte moves.
+        case insufficientStorage(requiredMb: Int, availableMb: Int)
+        /// The disk filled up mid-way; what was downloaded is kept for a resume.
+        case diskFull(modelId: String, neededMb: Int)
+        /// A file failed its SHA-256 or size check; the bad bytes were discarded.
+        case integrityFailure(modelId: String, file: String, detail: String)
+        /// Network or server trouble outlasted the retries: try again later.
+        case temporary(modelId: String, detail: String)
+        /// The server refused (404, https→http redirect, TLS failure, …).
+        case failed(modelId: String, detail: String)
+        /// The task was cancelled; partial data is kept.
+        case cancelled(modelId: String)
 
         public var description: String {
             switch self {
             case .unknownModel(let id): return LocalModelError.unknownModel(id).description
             case .storeUnavailable(let message): return message
+            case .busy(let id): return DownloadError.busy(modelId: id).description
+            case let .insufficientStorage(required, available):
+                return "the model needs \(required) MiB of storage but only \(available) MiB is available; free \(required - available) MiB and retry. Nothing was downloaded."
+            case let .diskFull(id, needed): return "the disk filled up while downloading \(id); free at least \(needed) MiB and retry — what was downloaded is kept."
+            case let .integrityFailure(_, _, detail), let .temporary(_, detail), let .failed(_, detail): return detail
+            case .cancelled(let id): return "download of \(id) cancelled; partial data is kept for the next attempt."
+            }
+        }
+
+        init(_ error: DownloadError) {
+            switch error {
+            case .unknownModel(let id): self = .unknownModel(id)
+            case .busy(let id): self = .busy(id)
+            case let .insufficientStorage(_, required, available): self = .insufficientStorage(requiredMb: required, availableMb: available)
+            case let .diskFull(id, _, needed, _): self = .diskFull(modelId: id, neededMb: needed)
+            case let .integrityMismatch(id, file, _, _), let .sizeMismatch(id, file, _, _, _):
+                self = .integrityFailure(modelId: id, file: file, detail: error.description)
+            case let .unsafeArchive(id, _, _): self = .integrityFailure(modelId: id, file: "archive", detail: error.description)
+            case let .temporary(id, _, _, _): self = .temporary(modelId: id, detail: error.description)
+            case .cancelled(let id, _): self = .cancelled(modelId: id)
+            case let .httpStatus(id, _, _, _), let .refused(id, _, _), let .io(id, _), let .noSource(id), let .notInstalled(id):
+                self = .failed(modelId: id, detail: error.description)
             }
         }
     }
@@ -183,6 +219,50 @@ public enum ExtentosLocalTier {
         } catch {
             note(error)
             return DeviceFit(modelId: dashboardId, requiredMb: 0, availableMb: 0, fits: false)
+        }
+    }
+
+    /// Downloads, verifies and installs a model, resuming any partial data.
+    ///
+    /// `onProgress` receives a byte-weighted fraction in [0, 1]: non-decreasing, starting
+    /// at what is already on disk, a few calls a second at most, and exactly one 1.0, after
+    /// the install has committed. Cancelling the task stops the transfer promptly and keeps
+    /// the partial data for a later call.
+    ///
+    /// ```swift
+    /// try await ExtentosLocalTier.download(modelId: "local-qwen3-1.7b") { fraction in
+    ///     Task { @MainActor in progressView.progress = fraction }
+    /// }
+    /// ```
+    /// - Throws: ``LocalTierError``; nothing is ever left half-installed.
+    public static func download(modelId: String, onProgress: @escaping @Sendable (Double) -> Void = { _ in }) async throws {
+        try await download(modelId: modelId, options: DownloadOptions()) { event in
+            if case .progress(_, _, let fraction, _) = event { onProgress(fraction) }
+        }
+    }
+
+    /// The richer form: every event (phase, bytes, total, rate, retries with their cause,
+    /// stalls, done) as the download runs.
+    public static func download(modelId: String, options: DownloadOptions,
+                                onEvent: @escaping @Sendable (DownloadEvent) -> Void) async throws {
+        let engine = try engine()
+        do {
+            _ = try await engine.download(modelId: modelId, options: options, onEvent: onEvent)
+        } catch {
+            throw LocalTierError(error)
+        }
+    }
+
+    /// Deletes a model's files, partial data and record.
+    /// - Returns: false when there was nothing to delete.
+    /// - Throws: ``LocalTierError/busy(_:)`` while any process downloads the model.
+    @discardableResult
+    public static func delete(modelId: String) throws -> Bool {
+        let engine = try engine()
+        do {
+            return try engine.delete(modelId: modelId).existed
+        } catch {
+            throw LocalTierError(error)
         }
     }
 

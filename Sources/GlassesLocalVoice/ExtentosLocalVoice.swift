@@ -38,6 +38,17 @@ public enum KokoroVoiceModel {
         return Int(model.installedBytes)
     }
 
+    /// Deletes the voice bundle (files, partial data, record).
+    public static func delete() throws {
+        try ExtentosLocalTier.delete(modelId: modelId)
+    }
+
+    /// Downloads, verifies and installs the voice bundle; `progress` as in
+    /// `ExtentosLocalTier.download(modelId:onProgress:)`.
+    public static func download(progress: @escaping @Sendable (Double) -> Void) async throws {
+        try await ExtentosLocalTier.download(modelId: modelId, onProgress: progress)
+    }
+
     /// True only when every file was verified and the install committed.
     public static func isInstalled() -> Bool {
         guard let engine = try? ExtentosLocalTier.sharedEngine() else { return false }
