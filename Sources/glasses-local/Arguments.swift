@@ -46,6 +46,9 @@ struct CommandSpec {
     var positional: ClosedRange<Int> = 0...0
     var options: [OptionSpec] = []
     var usage: String                      // "glasses-local fit <id>"
+    /// For a group (`catalog`): its subcommands' last words and abstracts.
+    var subcommands: [String] = []
+    var subcommandAbstracts: [String] = []
 }
 
 /// Options that every command accepts, before or after the command name.
@@ -133,18 +136,20 @@ struct ArgumentParser {
         if words.first == "help" {
             let rest = Array(words.dropFirst())
             if rest.isEmpty { return .help(nil) }
-            guard let spec = resolve(rest)?.spec else { throw .usage("unknown command '\(rest.joined(separator: " "))'", of: nil) }
-            return .help(spec)
+            if let spec = resolve(rest)?.spec { return .help(spec) }
+            if rest.count == 1, let group = groupSpec(rest[0]) { return .help(group) }
+            throw .usage("unknown command '\(rest.joined(separator: " "))'", of: nil)
         }
         guard !words.isEmpty else {
             if wantsHelp { return .help(nil) }
             throw .usage("no command given", of: nil)
         }
         guard let (spec, consumed) = resolve(words) else {
-            if let group = commands.first(where: { $0.name.hasPrefix(words[0] + " ") }) {
-                let subs = commands.filter { $0.name.hasPrefix(words[0] + " ") }.map { $0.name.split(separator: " ").last.map(String.init) ?? "" }
-                throw .usage(words.count > 1 ? "unknown subcommand '\(words[0]) \(words[1])' (expected: \(subs.joined(separator: ", ")))"
-                                             : "'\(words[0])' needs a subcommand: \(subs.joined(separator: ", "))", of: group)
+            if let group = groupSpec(words[0]) {
+                if wantsHelp && words.count == 1 { return .help(group) }
+                let subs = group.subcommands.joined(separator: ", ")
+                throw .usage(words.count > 1 ? "unknown subcommand '\(words[0]) \(words[1])' (expected: \(subs))"
+                                             : "'\(words[0])' needs a subcommand: \(subs)", of: group)
             }
             throw .usage("unknown command '\(words[0])'", of: nil)
         }
@@ -163,6 +168,17 @@ struct ArgumentParser {
             throw .usage("unexpected argument '\(positional[spec.positional.upperBound])'", of: spec)
         }
         return .run(Invocation(command: spec, positional: positional, options: options))
+    }
+
+    /// A command group such as `catalog` (its commands are named `catalog validate`, …).
+    func groupSpec(_ name: String) -> CommandSpec? {
+        let members = commands.filter { $0.name.hasPrefix(name + " ") }
+        guard !members.isEmpty else { return nil }
+        var spec = CommandSpec(name: name, abstract: "Commands for \(name) files: " + members.map { $0.name }.joined(separator: ", ") + ".",
+                               usage: "glasses-local \(name) <subcommand>")
+        spec.subcommands = members.map { String($0.name.dropFirst(name.count + 1)) }
+        spec.subcommandAbstracts = members.map(\.abstract)
+        return spec
     }
 
     /// The longest command name matching the leading words.

@@ -12,6 +12,7 @@ enum CatalogCommands {
         } catch {
             issues = error.issues
         }
+        let unreadable = catalog == nil && !FileIO.exists(file)
         // P7: a store that has seen a newer catalog refuses this one.
         if let catalog, let root = try? context.storeRoot {
             let layout = StoreLayout(root: root)
@@ -38,7 +39,7 @@ enum CatalogCommands {
             let files = catalog.models.reduce(0) { $0 + $1.files.count }
             let bytes = catalog.models.reduce(Int64(0)) { $0 + $1.installedBytes }
             let llm = catalog.models.filter { $0.kind == .llm }.count
-            c.say("\(file): valid — catalog version \(catalog.catalogVersion), \(catalog.models.count) models (\(llm) llm, \(catalog.models.count - llm) voice), \(Format.grouped(files)) files, \(Format.bytes(bytes))")
+            c.say("\(file): valid — catalog version \(catalog.catalogVersion), \(catalog.models.count) model\(catalog.models.count == 1 ? "" : "s") (\(llm) llm, \(catalog.models.count - llm) voice), \(Format.grouped(files)) files, \(Format.bytes(bytes))")
             for model in catalog.models where model.hasSizeOnlyFiles {
                 let unhashed = model.files.filter { $0.sha256 == nil }.count
                 c.say("  note: \(model.id): \(unhashed) file(s) have no SHA-256 and are size-checked only")
@@ -47,6 +48,7 @@ enum CatalogCommands {
         if !issues.isEmpty {
             c.err("Error: catalog \(file) is invalid (\(issues.count) problem\(issues.count == 1 ? "" : "s")):")
             for issue in issues { c.err("  \(issue)") }
+            c.err(unreadable ? "Check the path: \(file) does not exist." : "Fix each problem above (Catalog/catalog.schema.json describes the format).")
             return .invalidCatalog
         }
         return .ok
@@ -63,7 +65,7 @@ enum CatalogCommands {
         }
         if !walked.others.isEmpty {
             throw CLIError(exitCode: .failure, code: "notRegularFile",
-                           message: "\(dir) holds \(walked.others.count) entr\(walked.others.count == 1 ? "y" : "ies") that are not regular files (first: \(walked.others[0])); a catalog lists regular files only. Replace symlinks with the files they point to.")
+                           message: "\(dir) holds \(walked.others.count == 1 ? "1 entry that is not a regular file" : "\(walked.others.count) entries that are not regular files") (first: \(walked.others[0])); a catalog lists regular files only. Replace symlinks with the files they point to.")
         }
         if walked.files.isEmpty {
             throw CLIError(exitCode: .failure, code: "empty", message: "\(dir) holds no files to hash")

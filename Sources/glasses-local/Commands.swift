@@ -319,7 +319,7 @@ enum Commands {
             c.say("cloud: \(decision.cloudReason?.rawValue ?? "unknown")")
         }
         if let target = decision.downloadTarget {
-            c.say("download target: \(target)")
+            c.say("download target: \(target) (glasses-local download \(target))")
         }
         if context.invocation.flag("--explain") {
             c.say("")

@@ -73,7 +73,10 @@ enum Doctor {
         if c.json {
             c.printJSON(.object(json))
         } else {
-            for check in checks { c.say("\(check.ok ? "ok  " : "FAIL") \(check.name): \(check.detail)") }
+            for check in checks {
+                // Failures reach stderr even with --quiet: "print only errors".
+                if check.ok { c.say("ok   \(check.name): \(check.detail)") } else if c.quiet { c.err("FAIL \(check.name): \(check.detail)") } else { c.say("FAIL \(check.name): \(check.detail)") }
+            }
             for repair in context.repairs { c.say("     repaired: \(repair)") }
             c.say(ok ? "\nAll checks passed." : "\nSome checks failed; each line says what to do.")
         }

@@ -32,6 +32,13 @@ enum Help {
             for arg in spec.arguments { text += "  " + arg.name.padding(toLength: 24, withPad: " ", startingAt: 0) + arg.help + "\n" }
         }
         text += "\nOPTIONS:\n" + optionLines(spec.options + globalOptions + [OptionSpec(name: "-h, --help", valueName: nil, help: "Show help information.")])
+        if !spec.subcommands.isEmpty {
+            text += "\nSUBCOMMANDS:\n"
+            for (name, abstract) in zip(spec.subcommands, spec.subcommandAbstracts) {
+                text += "  " + name.padding(toLength: 18, withPad: " ", startingAt: 0) + abstract + "\n"
+            }
+            text += "\n  See 'glasses-local help \(spec.name) <subcommand>' for detailed help.\n"
+        }
         return String(text.dropLast())
     }
 

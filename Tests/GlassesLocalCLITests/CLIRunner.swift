@@ -130,8 +130,8 @@ struct Sandbox {
         let id = UUID().uuidString
         let outPath = ioDirectory + "/\(id).out"
         let errPath = ioDirectory + "/\(id).err"
-        FileManager.default.createFile(atPath: outPath, contents: nil)
-        FileManager.default.createFile(atPath: errPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
         defer {
             try? FileManager.default.removeItem(atPath: outPath)
             try? FileManager.default.removeItem(atPath: errPath)

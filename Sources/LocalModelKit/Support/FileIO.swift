@@ -134,7 +134,7 @@ public enum FileIO {
                 throw SystemError(errno: errno, "create folder \(prefix)")
             }
         }
-        guard isDirectory(path) else { throw SystemError(errno: ENOTDIR, "create folder \(path)") }
+        guard isDirectory(path) else { throw SystemError(errno: exists(path) ? ENOTDIR : ENOENT, "create folder \(path)") }
     }
 
     /// Names in a folder (without `.` and `..`); empty when the folder does not exist.
@@ -198,7 +198,7 @@ public enum FileIO {
                 }
             }
         }
-        guard isDirectory(root) else { throw SystemError(errno: ENOTDIR, "read folder \(root)") }
+        guard isDirectory(root) else { throw SystemError(errno: exists(root) ? ENOTDIR : ENOENT, "read folder \(root)") }
         try walk("")
         return (files.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }, others)
     }
