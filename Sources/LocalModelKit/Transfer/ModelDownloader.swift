@@ -330,6 +330,7 @@ private final class DownloadRun {
     // MARK: Progress
 
     private func progress(_ present: Int64, _ total: Int64) {
+        if present > 0 && present < total { TestHooks.point("download") }
         let now = monotonicSeconds()
         rateWindow.append((now, present))
         rateWindow.removeAll { now - $0.time > 5 }
@@ -364,6 +365,7 @@ private final class DownloadRun {
                 try rename(source, staging)
             }
             try FileIO.syncDirectory(layout.stagingRoot)
+            TestHooks.point("install")
             try FileIO.createDirectory((finalPath as NSString).deletingLastPathComponent)
             // An older install stays usable until the new one is in place.
             if FileIO.exists(finalPath) {
@@ -373,6 +375,7 @@ private final class DownloadRun {
             try rename(staging, finalPath)
             try FileIO.syncDirectory((finalPath as NSString).deletingLastPathComponent)
         } catch { throw io(error) }
+        TestHooks.point("after-rename")
 
         let partialFiles = (try? records.read { try $0.partialFiles(id) }) ?? []
         let validators = Dictionary(partialFiles.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
@@ -391,6 +394,7 @@ private final class DownloadRun {
                 try ctx.append(.completed, modelId: id, detail: "installed \(model.installedBytes) bytes in \(finalPath)")
             }
         } catch { throw io(error) }
+        TestHooks.point("after-commit")
         // Leftovers after the commit; a crash here is cleaned by the next open or gc.
         _ = try? FileIO.removeTree(old)
         _ = try? FileIO.removeTree(layout.partialArchivePath(id: id))

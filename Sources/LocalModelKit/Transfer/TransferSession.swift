@@ -281,6 +281,7 @@ final class FileJob: CurlEasyDelegate {
             let hasher = try SHA256Hasher()
             if size > 0 {
                 try hashExisting(into: hasher, bytes: size)
+                TestHooks.point("hash")
             }
             self.hasher = hasher
             onDisk = size

@@ -118,6 +118,7 @@ public enum ArchiveExtractor {
             }
             try makeDirectories(for: path, under: staging, created: &createdDirs)
             hashes[path] = try writeEntry(reader, to: staging + "/" + path, file: file, buffer: buffer, isCancelled: isCancelled)
+            TestHooks.point("unpack")
         }
         let missing = files.filter { hashes[$0.path] == nil }.map(\.path)
         if !missing.isEmpty { throw .missingFiles(missing) }
