@@ -131,10 +131,14 @@ case "startup":
         var parse: [Double] = []
         let bytes = try FileIO.readFile(atPath: catalogPath, limit: CatalogLoader.maxCatalogBytes)
         for _ in 0..<runs { parse.append(try timeIt { _ = try CatalogLoader().decode(bytes, source: "bench") }) }
+        var jsonOnly: [Double] = []
+        for _ in 0..<runs { jsonOnly.append(try timeIt { _ = try JSONParser().parse(bytes) }) }
+        let j = summary(jsonOnly)
         let c = summary(cold), w = summary(warm), p = summary(parse)
         print(String(format: "in-process cold (parse catalog + open store + models() + deviceFit): median %.2f ms, p90 %.2f ms", c.median, c.p90))
         print(String(format: "in-process warm (models() + deviceFit on an open engine):           median %.2f ms, p90 %.2f ms", w.median, w.p90))
         print(String(format: "catalog decode + validate alone:                                    median %.2f ms, p90 %.2f ms", p.median, p.p90))
+        print(String(format: "  of which JSON parsing (%d bytes):                               median %.2f ms, p90 %.2f ms", bytes.count, j.median, j.p90))
     } catch {
         fail("\(error)")
     }

@@ -92,7 +92,13 @@ private struct Validator {
         var dict: [String: JSONValue] = [:]
         for member in members { dict[member.key] = member.value }
         for key in required where dict[key] == nil {
-            report(join(path, key), key == "sha256" ? "missing (use null when the hash is unknown)" : "missing")
+            let note: String
+            if key == "sha256" {
+                note = path.contains(".sources[") ? "missing (an archive needs its SHA-256)" : "missing (use null when the hash is unknown)"
+            } else {
+                note = "missing"
+            }
+            report(join(path, key), note)
         }
         let known = Set(required).union(optional)
         for member in members where !known.contains(member.key) {
@@ -218,13 +224,21 @@ private struct Validator {
         if let items = array(top["models"], at: "models", nonEmpty: false, maxCount: 10_000) {
             for (n, item) in items.enumerated() {
                 let path = "models[\(n)]"
-                if let model = model(item, at: path) {
-                    if let first = firstIndexOfId[model.id] {
-                        report("\(path).id", "duplicate id \"\(model.id)\" (also models[\(first)])")
+                // Duplicates are found from the id alone, so they are reported even when
+                // the first model has other problems.
+                var duplicate = false
+                if case .string(let id)? = item["id"], CatalogRules.idProblem(id) == nil {
+                    if firstIndexOfId[id] != nil {
+                        duplicate = true
                     } else {
-                        firstIndexOfId[model.id] = n
-                        models.append(model)
+                        firstIndexOfId[id] = n
                     }
+                }
+                let model = model(item, at: path)
+                if duplicate, case .string(let id)? = item["id"] {
+                    report("\(path).id", "duplicate id \"\(id)\" (also models[\(firstIndexOfId[id] ?? 0)])")
+                } else if let model {
+                    models.append(model)
                 }
             }
         }
@@ -259,6 +273,7 @@ private struct Validator {
             report("\(path).autoEligible", "only llm models can be auto-eligible")
         }
         let revision = m["revision"].flatMap { string($0, at: "\(path).revision", maxLength: 128) }
+        if revision?.isEmpty == true { report("\(path).revision", "must not be empty (leave the key out when there is no revision)") }
         let files = self.files(m["files"], at: "\(path).files")
         var sources: [ModelSource] = []
         if let items = array(m["sources"], at: "\(path).sources", nonEmpty: true, maxCount: 16) {
@@ -426,6 +441,9 @@ public enum CatalogRules {
     static func hostOf(_ authority: Substring) -> String? {
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else { return nil }
+            // After the bracket only the end or ":port" may follow ("[::1].evil" is not loopback).
+            let rest = authority[authority.index(after: close)...]
+            guard rest.isEmpty || (rest.first == ":" && rest.dropFirst().allSatisfy(\.isNumber)) else { return nil }
             return String(authority[authority.startIndex...close]).lowercased()
         }
         return String(authority.prefix { $0 != ":" }).lowercased()
@@ -448,7 +466,13 @@ public enum CatalogRules {
         if b.count > 20 {
             guard b[19] == UInt8(ascii: "."), b.count > 21, (20..<(b.count - 1)).allSatisfy(digit) else { return false }
         }
-        return true
+        func number(_ i: Int, _ n: Int) -> Int { (i..<(i + n)).reduce(0) { $0 * 10 + Int(b[$1] - 0x30) } }
+        let year = number(0, 4), month = number(5, 2), day = number(8, 2)
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard (1...12).contains(month), (1...days[month - 1]).contains(day) else { return false }
+        // Seconds up to 60 for a leap second.
+        return number(11, 2) <= 23 && number(14, 2) <= 59 && number(17, 2) <= 60
     }
 }
 

@@ -121,7 +121,7 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
 /// never reaches a caller (P9).
 public final class Records: Sendable {
     /// The schema version this build writes (`PRAGMA user_version`).
-    public static let schemaVersion = 1
+    public static var schemaVersion: Int { migrations.count }
     public let path: String
     private let connection: Mutex<SQLiteConnection>
     private let now: @Sendable () -> Double
@@ -229,6 +229,9 @@ public final class Records: Sendable {
             key TEXT PRIMARY KEY,
             value ANY
         ) STRICT;
+        """,
+        // 2: resume state of downloads in flight, apart from the installed files' rows.
+        """
         CREATE TABLE partial_files (
             model_id TEXT NOT NULL,
             path TEXT NOT NULL,
@@ -308,11 +311,14 @@ public final class Records: Sendable {
         }
     }
 
-    /// Runs read-only queries on one consistent snapshot.
+    /// Runs read-only queries on one consistent snapshot (one deferred transaction:
+    /// another process's commit never shows up halfway through).
     public func read<T: Sendable>(_ body: (ReadContext) throws -> T) throws -> T {
         try connection.withLock { (db: inout SQLiteConnection) throws -> T in
             let conn = db
             do {
+                try conn.execute("BEGIN")
+                defer { if conn.isInTransaction { try? conn.execute("COMMIT") } }
                 return try body(ReadContext(db: conn))
             } catch let error as SQLiteError {
                 throw Records.classify(error, path: path)

@@ -75,7 +75,7 @@ public struct SystemDeviceProbe: DeviceProbe {
 
     /// A positive whole number of MB; anything else is ignored (and `doctor` says so).
     static func megabytes(_ text: String) -> Int? {
-        guard let n = Int(text.trimmingCharacters(in: " \t")), n >= 0, n <= 1 << 30 else { return nil }
+        guard let n = Int(text.trimmingCharacters(in: " \t")), n > 0, n <= 1 << 30 else { return nil }
         return n
     }
 

@@ -29,10 +29,18 @@ struct StoreRepair {
         let byId = Dictionary(installs.map { ($0.modelId, $0) }, uniquingKeysWith: { a, _ in a })
 
         // Reservations of downloads whose process is gone (its lock is free).
-        for reservation in try records.read({ try $0.reservations() }) where !FileLock.isHeld(path: layout.lockPath(id: reservation.modelId)) {
-            try records.write { try $0.release(reservation.modelId) }
-            actions.append(RepairAction(modelId: reservation.modelId,
-                                        what: "released \(reservation.bytes) bytes of space reserved by process \(reservation.pid), which is gone"))
+        // Taking the lock (not just probing it) closes the window in which a download
+        // starting right now could lose its fresh reservation.
+        for reservation in try records.read({ try $0.reservations() }) {
+            let lock = FileLock(path: layout.lockPath(id: reservation.modelId))
+            guard try lock.tryLock() else { continue }
+            defer { lock.unlock() }
+            let what = "released \(reservation.bytes) bytes of space reserved by process \(reservation.pid), which is gone"
+            try records.write { ctx in
+                try ctx.release(reservation.modelId)
+                try ctx.append(.repaired, modelId: reservation.modelId, detail: what)
+            }
+            actions.append(RepairAction(modelId: reservation.modelId, what: what))
         }
 
         // An update that died between moving the old install aside and putting the new one
@@ -84,24 +92,38 @@ struct StoreRepair {
         // Staging trees: an install that died between verifying and committing.
         for name in try FileIO.listDirectory(layout.stagingRoot) {
             let path = layout.stagingRoot + "/" + name
-            let modelId = catalog.model(id: name)?.id ?? byId[name]?.modelId
-            guard let modelId else {
+            let owner = StoreLayout.modelId(fromLeftover: name)
+            // Every entry belongs to a model (`<id>`, `<id>.replaced`, `<id>.deleting`) and is
+            // touched only under that model's lock: an update in progress keeps its rollback copy.
+            let lock: FileLock? = CatalogRules.idProblem(owner) == nil ? FileLock(path: layout.lockPath(id: owner)) : nil
+            if let lock, try !lock.tryLock() { continue }
+            defer { lock?.unlock() }
+            let isTree = name == owner && (catalog.model(id: name) != nil || byId[name] != nil)
+            if !isTree {
+                if name.hasSuffix(".replaced"), let record = try records.install(owner), record.state == .installed,
+                   !FileIO.exists(record.path ?? installPath(for: record)) {
+                    continue  // restored above when its lock was free; leave it for the next open
+                }
                 let freed = try FileIO.removeTree(path)
-                actions.append(RepairAction(modelId: nil, what: "removed leftover staging entry \(name) (\(freed) bytes)"))
+                let what = "removed leftover staging entry \(name) (\(freed) bytes)"
+                try records.append(.repaired, modelId: lock == nil ? nil : owner, detail: what)
+                actions.append(RepairAction(modelId: nil, what: what))
                 continue
             }
-            let lock = FileLock(path: layout.lockPath(id: modelId))
-            guard try lock.tryLock() else { continue }
-            defer { lock.unlock() }
+            let modelId = owner
             if try records.install(modelId)?.state == .installed {
                 let freed = try FileIO.removeTree(path)
-                actions.append(RepairAction(modelId: modelId, what: "removed a leftover staging copy (\(freed) bytes); the installed model is intact"))
+                let what = "removed a leftover staging copy (\(freed) bytes); the installed model is intact"
+                try records.append(.repaired, modelId: modelId, detail: what)
+                actions.append(RepairAction(modelId: modelId, what: what))
             } else if try salvage(path, modelId: modelId) {
                 try records.append(.repaired, modelId: modelId, detail: "unfinished install moved back to .partial for re-verification")
                 actions.append(RepairAction(modelId: modelId, what: "unfinished install moved back to .partial; the next download re-verifies it instead of fetching it again"))
             } else {
                 let freed = try FileIO.removeTree(path)
-                actions.append(RepairAction(modelId: modelId, what: "removed an unfinished install from staging (\(freed) bytes)"))
+                let what = "removed an unfinished install from staging (\(freed) bytes)"
+                try records.append(.repaired, modelId: modelId, detail: what)
+                actions.append(RepairAction(modelId: modelId, what: what))
             }
         }
 
