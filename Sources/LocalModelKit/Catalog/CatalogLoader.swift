@@ -443,7 +443,9 @@ public enum CatalogRules {
             guard let close = authority.firstIndex(of: "]") else { return nil }
             // After the bracket only the end or ":port" may follow ("[::1].evil" is not loopback).
             let rest = authority[authority.index(after: close)...]
-            guard rest.isEmpty || (rest.first == ":" && rest.dropFirst().allSatisfy(\.isNumber)) else { return nil }
+            guard rest.isEmpty || (rest.first == ":" && rest.dropFirst().allSatisfy(\.isNumber)) else {
+                return String(authority).lowercased()   // not a bracketed IP literal: never loopback
+            }
             return String(authority[authority.startIndex...close]).lowercased()
         }
         return String(authority.prefix { $0 != ":" }).lowercased()

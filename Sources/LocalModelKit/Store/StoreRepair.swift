@@ -106,8 +106,9 @@ struct StoreRepair {
                 }
                 let freed = try FileIO.removeTree(path)
                 let what = "removed leftover staging entry \(name) (\(freed) bytes)"
-                try records.append(.repaired, modelId: lock == nil ? nil : owner, detail: what)
-                actions.append(RepairAction(modelId: nil, what: what))
+                let attributed = catalog.model(id: owner) != nil || byId[owner] != nil ? owner : nil
+                try records.append(.repaired, modelId: attributed, detail: what)
+                actions.append(RepairAction(modelId: attributed, what: what))
                 continue
             }
             let modelId = owner
