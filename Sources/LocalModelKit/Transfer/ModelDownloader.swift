@@ -108,6 +108,8 @@ private final class DownloadRun {
     private var lastFraction = 0.0
     private var lastEmit = 0.0
     private var rateWindow: [(time: Double, bytes: Int64)] = []
+    /// This run's first progress reading, for the average rate reported at the end.
+    private var firstReading: (time: Double, bytes: Int64)?
 
     init(engine: LocalModelEngine, model: CatalogModel, records: Records, options: DownloadOptions,
          cancellation: CancellationFlag, onEvent: @escaping (DownloadEvent) -> Void) {
@@ -332,6 +334,7 @@ private final class DownloadRun {
     private func progress(_ present: Int64, _ total: Int64) {
         if present > 0 && present < total { TestHooks.point("download") }
         let now = monotonicSeconds()
+        if firstReading == nil { firstReading = (now, present) }
         rateWindow.append((now, present))
         rateWindow.removeAll { now - $0.time > 5 }
         guard now - lastEmit >= options.progressInterval || lastEmit == 0 else { return }
@@ -349,7 +352,11 @@ private final class DownloadRun {
 
     private func emitFinalProgress() {
         let total = model.downloadBytes
-        onEvent(.progress(bytes: total, total: total, fraction: 1.0, bytesPerSecond: 0))
+        var average = 0.0
+        if let first = firstReading, monotonicSeconds() - first.time > 0.05 {
+            average = Double(total - first.bytes) / (monotonicSeconds() - first.time)
+        }
+        onEvent(.progress(bytes: total, total: total, fraction: 1.0, bytesPerSecond: max(0, average)))
     }
 
     // MARK: Install (P1)

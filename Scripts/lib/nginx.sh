@@ -1,0 +1,57 @@
+# Starts and stops a private nginx on 127.0.0.1 for Scripts/try and Scripts/bench.
+# Source it, then:  nginx_start <workdir> <docroot> [limit_rate]   → sets NGINX_PORT
+#                   nginx_stop <workdir>
+# Everything (config, pid, logs, temp folders) lives in <workdir>; the port is a free
+# one found by trying random high ports (no root needed, nothing system-wide touched).
+
+nginx_start() {
+  local work root="$2" rate="${3:-0}"
+  mkdir -p "$1" && work=$(cd "$1" && pwd)
+  local nginx_bin
+  nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+  [[ -x "$nginx_bin" ]] || { echo "nginx not found: run Scripts/bootstrap" >&2; return 1; }
+  mkdir -p "$work/tmp" "$work/logs"
+  local attempt port
+  for attempt in $(seq 1 20); do
+    port=$((20000 + RANDOM % 40000))
+    cat > "$work/nginx.conf" <<CONF
+worker_processes 1;
+daemon on;
+pid $work/nginx.pid;
+error_log $work/logs/error.log warn;
+events { worker_connections 256; }
+http {
+  log_format transfer '\$request \$status range=\$http_range if_range=\$http_if_range sent=\$body_bytes_sent';
+  access_log $work/logs/access.log transfer;
+  client_body_temp_path $work/tmp/body;
+  proxy_temp_path $work/tmp/proxy;
+  fastcgi_temp_path $work/tmp/fastcgi;
+  uwsgi_temp_path $work/tmp/uwsgi;
+  scgi_temp_path $work/tmp/scgi;
+  sendfile on;
+  server {
+    listen 127.0.0.1:$port;
+    root $root;
+    limit_rate $rate;
+  }
+}
+CONF
+    if "$nginx_bin" -c "$work/nginx.conf" -p "$work" 2>"$work/logs/start.err"; then
+      NGINX_PORT=$port
+      export NGINX_PORT
+      return 0
+    fi
+    grep -q "Address already in use" "$work/logs/start.err" || { cat "$work/logs/start.err" >&2; return 1; }
+  done
+  echo "could not find a free port for nginx" >&2
+  return 1
+}
+
+nginx_stop() {
+  local work
+  work=$(cd "$1" 2>/dev/null && pwd) || return 0
+  if [[ -f "$work/nginx.pid" ]]; then
+    kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+    rm -f "$work/nginx.pid"
+  fi
+}
