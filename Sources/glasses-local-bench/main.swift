@@ -3,6 +3,9 @@
 //
 //   glasses-local-bench startup-setup <dir> [models] [history]   writes <dir>/catalog.json and <dir>/store
 //   glasses-local-bench startup <dir> [runs]                      prints median/p90 timings
+//   glasses-local-bench mirror <manifest.json> <dir>              writes every `files` entry of a
+//                                                                 manifest with its real size
+//                                                                 (synthetic content) under <dir>
 import Foundation
 import LocalModelKit
 
@@ -139,6 +142,43 @@ case "startup":
         print(String(format: "in-process warm (models() + deviceFit on an open engine):           median %.2f ms, p90 %.2f ms", w.median, w.p90))
         print(String(format: "catalog decode + validate alone:                                    median %.2f ms, p90 %.2f ms", p.median, p.p90))
         print(String(format: "  of which JSON parsing (%d bytes):                               median %.2f ms, p90 %.2f ms", bytes.count, j.median, j.p90))
+    } catch {
+        fail("\(error)")
+    }
+
+case "mirror":
+    // args: mirror <manifest> <dir>
+    guard args.count == 3 else { fail("usage: glasses-local-bench mirror <manifest.json> <dir>") }
+    do {
+        let manifest = try JSONParser().parse(try FileIO.readFile(atPath: args[1], limit: 64 << 20))
+        guard case .array(let files)? = manifest["files"] else { fail("\(args[1]) has no files array") }
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var total: Int64 = 0
+        for file in files {
+            guard case .string(let path)? = file["path"], case .int(let size)? = file["size"] else { fail("bad entry \(file)") }
+            let full = args[2] + "/" + path
+            try FileIO.createDirectory((full as NSString).deletingLastPathComponent)
+            guard let handle = FileHandle(forWritingAtPath: full) ?? {
+                FileManager.default.createFile(atPath: full, contents: nil) ? FileHandle(forWritingAtPath: full) : nil
+            }() else { fail("create \(full)") }
+            var left = size
+            while left > 0 {
+                let n = Int(min(Int64(buffer.count), left))
+                buffer.withUnsafeMutableBytes { raw in
+                    let words = raw.bindMemory(to: UInt64.self)
+                    for i in 0..<(n + 7) / 8 where i < words.count {
+                        state ^= state << 13; state ^= state >> 7; state ^= state << 17   // xorshift64
+                        words[i] = state
+                    }
+                }
+                handle.write(Data(buffer[0..<n]))
+                left -= Int64(n)
+            }
+            try handle.close()
+            total += size
+        }
+        print("wrote \(files.count) files, \(total) bytes under \(args[2])")
     } catch {
         fail("\(error)")
     }

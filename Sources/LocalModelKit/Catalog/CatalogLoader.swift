@@ -84,25 +84,25 @@ private struct Validator {
     }
 
     /// Members of an object, reporting a type error, missing required keys and unknown keys.
-    mutating func object(_ value: JSONValue, at path: String, required: [String], optional: [String] = []) -> [String: JSONValue]? {
+    mutating func object(_ value: JSONValue, at path: @autoclosure () -> String, required: [String], optional: [String] = []) -> [String: JSONValue]? {
         guard case .object(let members) = value else {
-            report(path, "expected an object, found \(value.typeName)")
+            report(path(), "expected an object, found \(value.typeName)")
             return nil
         }
         var dict: [String: JSONValue] = [:]
+        dict.reserveCapacity(members.count)
         for member in members { dict[member.key] = member.value }
         for key in required where dict[key] == nil {
             let note: String
             if key == "sha256" {
-                note = path.contains(".sources[") ? "missing (an archive needs its SHA-256)" : "missing (use null when the hash is unknown)"
+                note = path().contains(".sources[") ? "missing (an archive needs its SHA-256)" : "missing (use null when the hash is unknown)"
             } else {
                 note = "missing"
             }
-            report(join(path, key), note)
+            report(join(path(), key), note)
         }
-        let known = Set(required).union(optional)
-        for member in members where !known.contains(member.key) {
-            report(join(path, member.key), "unknown key (allowed: \(required.appending(optional).joined(separator: ", ")))")
+        for member in members where !required.contains(member.key) && !optional.contains(member.key) {
+            report(join(path(), member.key), "unknown key (allowed: \(required.appending(optional).joined(separator: ", ")))")
         }
         return dict
     }
@@ -111,96 +111,97 @@ private struct Validator {
         path == "$" ? key : "\(path).\(key)"
     }
 
-    mutating func string(_ value: JSONValue?, at path: String, maxLength: Int = 1024) -> String? {
+    mutating func string(_ value: JSONValue?, at path: @autoclosure () -> String, maxLength: Int = 1024) -> String? {
         guard let value else { return nil }
         guard case .string(let s) = value else {
-            report(path, "expected a string, found \(value.typeName)")
+            report(path(), "expected a string, found \(value.typeName)")
             return nil
         }
         if s.utf8.count > maxLength {
-            report(path, "longer than \(maxLength) bytes")
+            report(path(), "longer than \(maxLength) bytes")
             return nil
         }
-        if s.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-            report(path, "contains a control character (NUL, newline, …)")
+        // In UTF-8 every control character is a single byte below 0x20 (or 0x7F).
+        if s.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+            report(path(), "contains a control character (NUL, newline, …)")
             return nil
         }
         return s
     }
 
-    mutating func integer(_ value: JSONValue?, at path: String, in range: ClosedRange<Int64>, unit: String = "") -> Int64? {
+    mutating func integer(_ value: JSONValue?, at path: @autoclosure () -> String, in range: ClosedRange<Int64>, unit: String = "") -> Int64? {
         guard let value else { return nil }
         switch value {
         case .int(let i):
             guard range.contains(i) else {
                 if i < range.lowerBound {
-                    report(path, range.lowerBound == 1 ? "must be positive, found \(i)" : "must be at least \(range.lowerBound), found \(i)")
+                    report(path(), range.lowerBound == 1 ? "must be positive, found \(i)" : "must be at least \(range.lowerBound), found \(i)")
                 } else {
-                    report(path, "\(i)\(unit) is larger than the limit of \(range.upperBound)\(unit)")
+                    report(path(), "\(i)\(unit) is larger than the limit of \(range.upperBound)\(unit)")
                 }
                 return nil
             }
             return i
         case .bigInteger(let text):
-            report(path, "number \(text.prefix(40)) is out of range (\(range.lowerBound)...\(range.upperBound))")
+            report(path(), "number \(text.prefix(40)) is out of range (\(range.lowerBound)...\(range.upperBound))")
         case .double(let d):
-            report(path, "expected an integer, found \(d)")
+            report(path(), "expected an integer, found \(d)")
         default:
-            report(path, "expected an integer, found \(value.typeName)")
+            report(path(), "expected an integer, found \(value.typeName)")
         }
         return nil
     }
 
-    mutating func bool(_ value: JSONValue?, at path: String) -> Bool? {
+    mutating func bool(_ value: JSONValue?, at path: @autoclosure () -> String) -> Bool? {
         guard let value else { return nil }
         guard case .bool(let b) = value else {
-            report(path, "expected true or false, found \(value.typeName)")
+            report(path(), "expected true or false, found \(value.typeName)")
             return nil
         }
         return b
     }
 
-    mutating func array(_ value: JSONValue?, at path: String, nonEmpty: Bool, maxCount: Int) -> [JSONValue]? {
+    mutating func array(_ value: JSONValue?, at path: @autoclosure () -> String, nonEmpty: Bool, maxCount: Int) -> [JSONValue]? {
         guard let value else { return nil }
         guard case .array(let items) = value else {
-            report(path, "expected an array, found \(value.typeName)")
+            report(path(), "expected an array, found \(value.typeName)")
             return nil
         }
         if nonEmpty && items.isEmpty {
-            report(path, "must not be empty")
+            report(path(), "must not be empty")
             return nil
         }
         if items.count > maxCount {
-            report(path, "has \(items.count) entries, more than the limit of \(maxCount)")
+            report(path(), "has \(items.count) entries, more than the limit of \(maxCount)")
             return nil
         }
         return items
     }
 
     /// A lowercase hex SHA-256; `allowNull` for file hashes that are not known.
-    mutating func sha256(_ value: JSONValue?, at path: String, allowNull: Bool) -> String?? {
+    mutating func sha256(_ value: JSONValue?, at path: @autoclosure () -> String, allowNull: Bool) -> String?? {
         guard let value else { return nil }
         if case .null = value {
             if allowNull { return .some(nil) }
-            report(path, "must be a SHA-256 (64 lowercase hex characters), not null")
+            report(path(), "must be a SHA-256 (64 lowercase hex characters), not null")
             return nil
         }
-        guard let s = string(value, at: path, maxLength: 4096) else { return nil }
+        guard let s = string(value, at: path(), maxLength: 4096) else { return nil }
         guard CatalogRules.isSHA256(s) else {
-            report(path, "not 64 lowercase hex characters (a SHA-256)")
+            report(path(), "not 64 lowercase hex characters (a SHA-256)")
             return nil
         }
         return .some(s)
     }
 
-    mutating func url(_ value: JSONValue?, at path: String, directory: Bool) -> String? {
-        guard let s = string(value, at: path, maxLength: 4096) else { return nil }
+    mutating func url(_ value: JSONValue?, at path: @autoclosure () -> String, directory: Bool) -> String? {
+        guard let s = string(value, at: path(), maxLength: 4096) else { return nil }
         if let problem = CatalogRules.urlProblem(s) {
-            report(path, problem)
+            report(path(), problem)
             return nil
         }
         if directory && !s.hasSuffix("/") {
-            report(path, "must end with '/' (file paths are appended to it)")
+            report(path(), "must end with '/' (file paths are appended to it)")
             return nil
         }
         return s
@@ -246,39 +247,39 @@ private struct Validator {
         return Catalog(schemaVersion: Int(schema), catalogVersion: Int(version), generatedAt: generatedAt, models: models)
     }
 
-    mutating func model(_ value: JSONValue, at path: String) -> CatalogModel? {
-        guard let m = object(value, at: path,
+    mutating func model(_ value: JSONValue, at path: @autoclosure () -> String) -> CatalogModel? {
+        guard let m = object(value, at: path(),
                              required: ["id", "kind", "displayName", "requiredMb", "autoEligible", "files", "sources"],
                              optional: ["revision"]) else { return nil }
         let before = issues.count
-        var id = string(m["id"], at: "\(path).id", maxLength: 64)
+        var id = string(m["id"], at: "\(path()).id", maxLength: 64)
         if let candidate = id, let problem = CatalogRules.idProblem(candidate) {
-            report("\(path).id", problem)
+            report("\(path()).id", problem)
             id = nil
         }
         var kind: ModelKind?
-        if let k = string(m["kind"], at: "\(path).kind", maxLength: 64) {
+        if let k = string(m["kind"], at: "\(path()).kind", maxLength: 64) {
             kind = ModelKind(rawValue: k)
             if kind == nil {
-                report("\(path).kind", "unknown kind \"\(k)\" (known: \(ModelKind.allCases.map(\.rawValue).joined(separator: ", ")))")
+                report("\(path()).kind", "unknown kind \"\(k)\" (known: \(ModelKind.allCases.map(\.rawValue).joined(separator: ", ")))")
             }
         }
-        let displayName = string(m["displayName"], at: "\(path).displayName", maxLength: 200)
+        let displayName = string(m["displayName"], at: "\(path()).displayName", maxLength: 200)
         if displayName?.trimmingCharacters(in: .whitespaces).isEmpty == true {
-            report("\(path).displayName", "must not be empty")
+            report("\(path()).displayName", "must not be empty")
         }
-        let requiredMb = integer(m["requiredMb"], at: "\(path).requiredMb", in: 1...1_048_576, unit: " MB")
-        let autoEligible = bool(m["autoEligible"], at: "\(path).autoEligible")
+        let requiredMb = integer(m["requiredMb"], at: "\(path()).requiredMb", in: 1...1_048_576, unit: " MB")
+        let autoEligible = bool(m["autoEligible"], at: "\(path()).autoEligible")
         if autoEligible == true, let kind, kind != .llm {
-            report("\(path).autoEligible", "only llm models can be auto-eligible")
+            report("\(path()).autoEligible", "only llm models can be auto-eligible")
         }
-        let revision = m["revision"].flatMap { string($0, at: "\(path).revision", maxLength: 128) }
-        if revision?.isEmpty == true { report("\(path).revision", "must not be empty (leave the key out when there is no revision)") }
-        let files = self.files(m["files"], at: "\(path).files")
+        let revision = m["revision"].flatMap { string($0, at: "\(path()).revision", maxLength: 128) }
+        if revision?.isEmpty == true { report("\(path()).revision", "must not be empty (leave the key out when there is no revision)") }
+        let files = self.files(m["files"], at: "\(path()).files")
         var sources: [ModelSource] = []
-        if let items = array(m["sources"], at: "\(path).sources", nonEmpty: true, maxCount: 16) {
+        if let items = array(m["sources"], at: "\(path()).sources", nonEmpty: true, maxCount: 16) {
             for (n, item) in items.enumerated() {
-                if let source = source(item, at: "\(path).sources[\(n)]", files: files) { sources.append(source) }
+                if let source = source(item, at: "\(path()).sources[\(n)]", files: files) { sources.append(source) }
             }
         }
         guard issues.count == before, let id, let kind, let displayName, let requiredMb, let autoEligible, let files else { return nil }
@@ -286,32 +287,33 @@ private struct Validator {
                             autoEligible: autoEligible, revision: revision, files: files, sources: sources)
     }
 
-    mutating func files(_ value: JSONValue?, at path: String) -> [CatalogFile]? {
-        guard let items = array(value, at: path, nonEmpty: true, maxCount: CatalogLoader.maxFilesPerModel) else { return nil }
+    mutating func files(_ value: JSONValue?, at path: @autoclosure () -> String) -> [CatalogFile]? {
+        guard let items = array(value, at: path(), nonEmpty: true, maxCount: CatalogLoader.maxFilesPerModel) else { return nil }
         let before = issues.count
         var files: [CatalogFile] = []
         files.reserveCapacity(items.count)
         var firstIndex: [String: Int] = [:]
         var folded: [String: Int] = [:]
         var total: Int64 = 0
+        let base = path()   // once per model; per-file paths are built only to report a problem
         for (n, item) in items.enumerated() {
-            let at = "\(path)[\(n)]"
-            guard let f = object(item, at: at, required: ["path", "size", "sha256"]) else { continue }
-            var filePath = string(f["path"], at: "\(at).path", maxLength: 1024)
+            let at = { "\(base)[\(n)]" }
+            guard let f = object(item, at: at(), required: ["path", "size", "sha256"]) else { continue }
+            var filePath = string(f["path"], at: "\(at()).path", maxLength: 1024)
             if let p = filePath, let problem = CatalogRules.pathProblem(p) {
-                report("\(at).path", problem)
+                report("\(at()).path", problem)
                 filePath = nil
             }
-            let size = integer(f["size"], at: "\(at).size", in: 1...CatalogLoader.maxFileSize, unit: " bytes")
-            let hash = sha256(f["sha256"], at: "\(at).sha256", allowNull: true)
+            let size = integer(f["size"], at: "\(at()).size", in: 1...CatalogLoader.maxFileSize, unit: " bytes")
+            let hash = sha256(f["sha256"], at: "\(at()).sha256", allowNull: true)
             if let p = filePath {
                 if let first = firstIndex[p] {
-                    report("\(at).path", "duplicate path \"\(p)\" (also \(path)[\(first)])")
+                    report("\(at()).path", "duplicate path \"\(p)\" (also \(path())[\(first)])")
                     continue
                 }
                 let lower = p.lowercased()
                 if let first = folded[lower] {
-                    report("\(at).path", "\"\(p)\" differs only in letter case from \(path)[\(first)] (breaks on case-insensitive filesystems)")
+                    report("\(at()).path", "\"\(p)\" differs only in letter case from \(path())[\(first)] (breaks on case-insensitive filesystems)")
                     continue
                 }
                 firstIndex[p] = n
@@ -328,48 +330,48 @@ private struct Validator {
             while let slash = prefix.lastIndex(of: "/") {
                 prefix = prefix[..<slash]
                 if let n = firstIndex[String(prefix)] {
-                    report("\(path)[\(n)].path", "\"\(prefix)\" is a file but \"\(file.path)\" needs it to be a folder")
+                    report("\(path())[\(n)].path", "\"\(prefix)\" is a file but \"\(file.path)\" needs it to be a folder")
                 }
             }
         }
         if total > CatalogLoader.maxFileSize {
-            report(path, "the files add up to \(total) bytes, more than the 1 TiB limit")
+            report(path(), "the files add up to \(total) bytes, more than the 1 TiB limit")
         }
         return issues.count == before ? files : nil
     }
 
-    mutating func source(_ value: JSONValue, at path: String, files: [CatalogFile]?) -> ModelSource? {
+    mutating func source(_ value: JSONValue, at path: @autoclosure () -> String, files: [CatalogFile]?) -> ModelSource? {
         guard case .object = value else {
-            report(path, "expected an object, found \(value.typeName)")
+            report(path(), "expected an object, found \(value.typeName)")
             return nil
         }
-        guard let type = string(value["type"], at: "\(path).type", maxLength: 32) else {
-            if value["type"] == nil { report("\(path).type", "missing (\"files\" or \"archive\")") }
+        guard let type = string(value["type"], at: "\(path()).type", maxLength: 32) else {
+            if value["type"] == nil { report("\(path()).type", "missing (\"files\" or \"archive\")") }
             return nil
         }
         switch type {
         case "files":
-            guard let s = object(value, at: path, required: ["type", "baseURL"]) else { return nil }
-            guard let base = url(s["baseURL"], at: "\(path).baseURL", directory: true) else { return nil }
+            guard let s = object(value, at: path(), required: ["type", "baseURL"]) else { return nil }
+            guard let base = url(s["baseURL"], at: "\(path()).baseURL", directory: true) else { return nil }
             return .files(baseURL: base)
         case "archive":
-            guard let s = object(value, at: path, required: ["type", "url", "format", "size", "sha256"], optional: ["stripComponents"]) else { return nil }
+            guard let s = object(value, at: path(), required: ["type", "url", "format", "size", "sha256"], optional: ["stripComponents"]) else { return nil }
             let before = issues.count
-            let url = self.url(s["url"], at: "\(path).url", directory: false)
+            let url = self.url(s["url"], at: "\(path()).url", directory: false)
             var format: ArchiveFormat?
-            if let f = string(s["format"], at: "\(path).format", maxLength: 32) {
+            if let f = string(s["format"], at: "\(path()).format", maxLength: 32) {
                 format = ArchiveFormat(rawValue: f)
                 if format == nil {
-                    report("\(path).format", "unknown format \"\(f)\" (known: \(ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", ")))")
+                    report("\(path()).format", "unknown format \"\(f)\" (known: \(ArchiveFormat.allCases.map(\.rawValue).joined(separator: ", ")))")
                 }
             }
-            let size = integer(s["size"], at: "\(path).size", in: 1...CatalogLoader.maxFileSize, unit: " bytes")
-            let hash = sha256(s["sha256"], at: "\(path).sha256", allowNull: false)
-            let strip = s["stripComponents"].map { integer($0, at: "\(path).stripComponents", in: 0...16) } ?? 0
+            let size = integer(s["size"], at: "\(path()).size", in: 1...CatalogLoader.maxFileSize, unit: " bytes")
+            let hash = sha256(s["sha256"], at: "\(path()).sha256", allowNull: false)
+            let strip = s["stripComponents"].map { integer($0, at: "\(path()).stripComponents", in: 0...16) } ?? 0
             guard issues.count == before, let url, let format, let size, let hash = hash ?? nil, let strip else { return nil }
             return .archive(ArchiveSource(url: url, format: format, size: size, sha256: hash, stripComponents: Int(strip)))
         default:
-            report("\(path).type", "unknown source type \"\(type)\" (known: files, archive)")
+            report("\(path()).type", "unknown source type \"\(type)\" (known: files, archive)")
             return nil
         }
     }

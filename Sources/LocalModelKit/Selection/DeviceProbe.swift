@@ -75,7 +75,7 @@ public struct SystemDeviceProbe: DeviceProbe {
 
     /// A positive whole number of MB; anything else is ignored (and `doctor` says so).
     static func megabytes(_ text: String) -> Int? {
-        guard let n = Int(text.trimmingCharacters(in: " \t")), n > 0, n <= 1 << 30 else { return nil }
+        guard let n = Int(text.trimmed(of: " \t")), n > 0, n <= 1 << 30 else { return nil }
         return n
     }
 
@@ -111,16 +111,16 @@ public struct SystemDeviceProbe: DeviceProbe {
         let group = String(line.dropFirst(3))
         let dir = sysRoot + "/fs/cgroup" + (group == "/" ? "" : group)
         guard let maxText = try? FileIO.readFile(atPath: dir + "/memory.max", limit: 64),
-              let limit = Int64(String(decoding: maxText, as: UTF8.self).trimmingCharacters(in: " \n")) else { return nil }
+              let limit = Int64(String(decoding: maxText, as: UTF8.self).trimmed(of: " \n")) else { return nil }
         let current = (try? FileIO.readFile(atPath: dir + "/memory.current", limit: 64))
-            .flatMap { Int64(String(decoding: $0, as: UTF8.self).trimmingCharacters(in: " \n")) } ?? 0
+            .flatMap { Int64(String(decoding: $0, as: UTF8.self).trimmed(of: " \n")) } ?? 0
         return (Int(limit >> 20), Int(current >> 20))
     }
 }
 
 extension String {
     /// Foundation-free trim for a small set of characters.
-    func trimmingCharacters(in set: String) -> String {
+    func trimmed(of set: String) -> String {
         let chars = Set(set)
         var s = Substring(self)
         while let f = s.first, chars.contains(f) { s = s.dropFirst() }

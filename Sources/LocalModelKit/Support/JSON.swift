@@ -163,7 +163,9 @@ private struct Reader {
         try enter()
         index += 1
         var members: [(key: String, value: JSONValue)] = []
-        var seen = Set<String>()
+        // Small objects (all of a catalog's) check duplicates by a linear scan; a set only
+        // pays off for big ones.
+        var seen: Set<String>?
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
             index += 1; depth -= 1
@@ -177,7 +179,14 @@ private struct Reader {
             }
             let keyStart = index
             let key = try parseString()
-            if !seen.insert(key).inserted { throw fail("duplicate key \"\(key)\"", at: keyStart) }
+            let duplicate: Bool
+            if members.count < 16 {
+                duplicate = members.contains { $0.key == key }
+            } else {
+                if seen == nil { seen = Set(members.map(\.key)) }
+                duplicate = seen?.insert(key).inserted == false
+            }
+            if duplicate { throw fail("duplicate key \"\(key)\"", at: keyStart) }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':' after key \"\(key)\"") }
             index += 1
