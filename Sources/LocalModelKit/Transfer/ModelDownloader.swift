@@ -110,6 +110,8 @@ private final class DownloadRun {
     private var rateWindow: [(time: Double, bytes: Int64)] = []
     /// This run's first progress reading, for the average rate reported at the end.
     private var firstReading: (time: Double, bytes: Int64)?
+    /// When the space reservation was last brought down to what is still missing.
+    private var lastReservationUpdate = 0.0
 
     init(engine: LocalModelEngine, model: CatalogModel, records: Records, options: DownloadOptions,
          cancellation: CancellationFlag, onEvent: @escaping (DownloadEvent) -> Void) {
@@ -337,6 +339,14 @@ private final class DownloadRun {
         if firstReading == nil { firstReading = (now, present) }
         rateWindow.append((now, present))
         rateWindow.removeAll { now - $0.time > 5 }
+        // Keep the reservation equal to what this download still needs, so other downloads'
+        // free-space checks neither double-count the bytes already written nor miss ours.
+        if now - lastReservationUpdate >= 2 {
+            lastReservationUpdate = now
+            let stillNeeded = engine.storageFit(model, installed: false, space: FilesystemSpace(availableBytes: 0, totalBytes: 0),
+                                                reservedByOthers: 0).requiredBytes
+            try? records.write { try $0.reserve(id, bytes: stillNeeded, pid: getpid()) }
+        }
         guard now - lastEmit >= options.progressInterval || lastEmit == 0 else { return }
         lastEmit = now
         let raw = total > 0 ? Double(present) / Double(total) : 0
@@ -371,6 +381,12 @@ private final class DownloadRun {
                 try FileIO.removeTree(staging)
                 try rename(source, staging)
             }
+            // Only files the current catalog names are installed (P7): a partial folder may
+            // hold leftovers of an older catalog version.
+            let listed = Set(model.files.map(\.path))
+            let walked = try FileIO.walkFiles(staging)
+            for extra in walked.files where !listed.contains(extra) { try FileIO.removeTree(staging + "/" + extra) }
+            for other in walked.others { try FileIO.removeTree(staging + "/" + other) }
             try FileIO.syncDirectory(layout.stagingRoot)
             TestHooks.point("install")
             try FileIO.createDirectory((finalPath as NSString).deletingLastPathComponent)

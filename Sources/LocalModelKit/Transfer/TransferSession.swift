@@ -285,6 +285,9 @@ final class FileJob: CurlEasyDelegate {
             }
             self.hasher = hasher
             onDisk = size
+        } catch is CancellationError {
+            finish(.failed(.cancelled))
+            return
         } catch {
             finish(.failed(.io("hash \(request.partialPath): \(error)")))
             return
@@ -298,6 +301,8 @@ final class FileJob: CurlEasyDelegate {
         defer { buffer.deallocate() }
         var offset: Int64 = 0
         while offset < bytes {
+            // A multi-gigabyte resume base takes seconds to hash: stay cancellable.
+            if session.cancellation.isCancelled { throw CancellationError() }
             let want = Int(min(Int64(bufferSize), bytes - offset))
             let n = FileIO.retrying { pread(fd, buffer.baseAddress, want, off_t(offset)) }
             if n < 0 { throw SystemError(errno: errno, "read \(request.partialPath)") }
