@@ -112,6 +112,17 @@ private final class DownloadRun {
     private var firstReading: (time: Double, bytes: Int64)?
     /// When the space reservation was last brought down to what is still missing.
     private var lastReservationUpdate = 0.0
+    /// Server validators not yet saved (see `transfer`).
+    private var pendingValidators: [FileRecord] = []
+
+    func flushValidators() {
+        guard !pendingValidators.isEmpty else { return }
+        let batch = pendingValidators
+        pendingValidators = []
+        try? records.write { ctx in
+            for file in batch { try ctx.upsertPartialFile(id, file) }
+        }
+    }
 
     init(engine: LocalModelEngine, model: CatalogModel, records: Records, options: DownloadOptions,
          cancellation: CancellationFlag, onEvent: @escaping (DownloadEvent) -> Void) {
@@ -285,7 +296,6 @@ private final class DownloadRun {
 
     /// Runs a transfer session, persisting validators and throttling progress.
     private func transfer(_ requests: [FileRequest], plainHTTP: Bool, validatorKey: String? = nil) throws(DownloadError) -> [FileOutcome] {
-        let records = self.records
         let id = self.id
         let session = TransferSession(
             policy: options.policy, cancellation: cancellation, allowPlainHTTPRedirects: plainHTTP,
@@ -296,15 +306,16 @@ private final class DownloadRun {
                 case let .retry(file, attempt, cause, delay): onEvent(.retry(file: file, attempt: attempt, cause: cause, delay: delay))
                 case .stalled(let file): onEvent(.stall(file: file))
                 case let .validators(file, etag, lastModified):
+                    // Validators matter for resuming big files: save those at once; batch the
+                    // small ones (a commit each would cost hundreds of fsyncs on a voice bundle).
                     let size = requests.first { $0.name == file }?.size ?? 0
-                    try? records.write { ctx in
-                        try ctx.upsertPartialFile(id, FileRecord(path: validatorKey ?? file, size: size, sha256: nil,
-                                                                 etag: etag, lastModified: lastModified))
-                    }
+                    pendingValidators.append(FileRecord(path: validatorKey ?? file, size: size, sha256: nil, etag: etag, lastModified: lastModified))
+                    if size >= FileJob.fsyncThreshold { flushValidators() }
                 case .completed(let file, _): onEvent(.fileCompleted(file: file))
                 }
             },
             onProgress: { [self] present, total in progress(present, total) })
+        defer { flushValidators() }
         do {
             return try session.run(requests)
         } catch {
@@ -345,7 +356,12 @@ private final class DownloadRun {
             lastReservationUpdate = now
             let stillNeeded = engine.storageFit(model, installed: false, space: FilesystemSpace(availableBytes: 0, totalBytes: 0),
                                                 reservedByOthers: 0).requiredBytes
-            try? records.write { try $0.reserve(id, bytes: stillNeeded, pid: getpid()) }
+            let batch = pendingValidators
+            pendingValidators = []
+            try? records.write { ctx in
+                try ctx.reserve(id, bytes: stillNeeded, pid: getpid())
+                for file in batch { try ctx.upsertPartialFile(id, file) }
+            }
         }
         guard now - lastEmit >= options.progressInterval || lastEmit == 0 else { return }
         lastEmit = now
@@ -381,6 +397,8 @@ private final class DownloadRun {
                 try FileIO.removeTree(staging)
                 try rename(source, staging)
             }
+            // Every byte on disk before the rename (small files were not fsynced one by one).
+            try FileIO.syncFilesystem(staging)
             // Only files the current catalog names are installed (P7): a partial folder may
             // hold leftovers of an older catalog version.
             let listed = Set(model.files.map(\.path))

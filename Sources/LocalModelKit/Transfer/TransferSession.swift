@@ -224,6 +224,13 @@ final class FileJob: CurlEasyDelegate {
     private var abort: Abort?
     private var accepting = false
 
+    /// Files at least this big are fsynced on completion; see `finish`.
+    static let fsyncThreshold: Int64 = 8 << 20
+    /// Dirty bytes after which writeback is started early, so the final fsync of a big
+    /// file waits for little.
+    static let writebackChunk: Int64 = 16 << 20
+    private var writebackFrom: Int64 = 0
+
     enum Abort: Equatable {
         case restart(String)
         case tooLong
@@ -245,7 +252,10 @@ final class FileJob: CurlEasyDelegate {
 
     func finish(_ result: FileOutcome) {
         if fd >= 0 {
-            if case .completed = result { _ = fsync(fd) }
+            // Big files are flushed as they complete (overlapping the other transfers); small
+            // ones by one filesystem sync before the install (see `FileIO.syncFilesystem`),
+            // which costs one flush instead of hundreds.
+            if case .completed = result, request.size >= FileJob.fsyncThreshold { _ = fsync(fd) }
             close(fd)
             fd = -1
         }
@@ -366,6 +376,7 @@ final class FileJob: CurlEasyDelegate {
         accepting = false
         onDiskAtAttemptStart = onDisk
         requestedOffset = onDisk
+        writebackFrom = onDisk
         var headers: [String] = []
         if onDisk > 0 {
             // If-Range: only a strong ETag may be used; else Last-Modified (RFC 9110 §13.1.5).
@@ -482,6 +493,10 @@ final class FileJob: CurlEasyDelegate {
         }
         hasher?.update(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
         onDisk += Int64(count)
+        if onDisk - writebackFrom >= FileJob.writebackChunk {
+            FileIO.startWriteback(fd, from: writebackFrom, count: onDisk - writebackFrom)
+            writebackFrom = onDisk
+        }
         if overflow {
             abort = .tooLong
             return 0
