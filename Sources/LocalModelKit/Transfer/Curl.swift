@@ -49,6 +49,9 @@ final class CurlEasy {
     weak var delegate: (any CurlEasyDelegate)?
     /// Set by the owner to find its job again.
     var tag: Int = 0
+    /// libcurl's detailed message for the last failure (CURLOPT_ERRORBUFFER), which says
+    /// more than `curl_easy_strerror` ("Operation too slow…" rather than "Timeout was reached").
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
     init() throws(TransferFault) {
         guard curlGlobalInit, let h = curl_easy_init() else { throw TransferFault.setup("libcurl could not be initialised") }
@@ -59,6 +62,14 @@ final class CurlEasy {
     deinit {
         curl_easy_cleanup(handle)
         if let headerList { curl_slist_free_all(headerList) }
+        errorBuffer.deallocate()
+    }
+
+    /// The detailed message of the last failure, if libcurl wrote one.
+    var errorDetail: String? {
+        errorBuffer[Int(CURL_ERROR_SIZE)] = 0
+        let text = String(cString: errorBuffer)
+        return text.isEmpty ? nil : text
     }
 
     /// Resets per-attempt options, keeping the connection cache.
@@ -71,6 +82,8 @@ final class CurlEasy {
 
     private func installCallbacks() {
         let me = Unmanaged.passUnretained(self).toOpaque()
+        errorBuffer[0] = 0
+        set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(errorBuffer))
         set(CURLOPT_WRITEDATA, pointer: me)
         set(CURLOPT_HEADERDATA, pointer: me)
         set(CURLOPT_XFERINFODATA, pointer: me)
@@ -166,8 +179,8 @@ final class CurlEasy {
         }
     }
 
-    static func classify(_ code: CURLcode) -> CurlResult {
-        let message = String(cString: curl_easy_strerror(code))
+    static func classify(_ code: CURLcode, detail: String? = nil) -> CurlResult {
+        let message = detail ?? String(cString: curl_easy_strerror(code))
         switch code {
         case CURLE_OK: return .ok
         case CURLE_RANGE_ERROR: return .rangeError
@@ -251,7 +264,7 @@ final class CurlMulti {
         while let message = curl_multi_info_read(handle, &queued) {
             guard message.pointee.msg == CURLMSG_DONE, let easyHandle = message.pointee.easy_handle,
                   let easy = easies[easyHandle] else { continue }
-            out.append((easy, CurlEasy.classify(message.pointee.data.result)))
+            out.append((easy, CurlEasy.classify(message.pointee.data.result, detail: easy.errorDetail)))
         }
         return out
     }

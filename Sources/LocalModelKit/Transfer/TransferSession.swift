@@ -104,6 +104,9 @@ final class TransferSession {
     var progressInterval: Double = 0.1
     /// Loopback mirrors may redirect over plain http; public origins never.
     let allowPlainHTTPRedirects: Bool
+    let hashWorker = HashWorker()
+
+    deinit { hashWorker.stop() }
 
     init(policy: TransferPolicy, cancellation: CancellationFlag, allowPlainHTTPRedirects: Bool,
          onEvent: @escaping (TransferEvent) -> Void, onProgress: @escaping (Int64, Int64) -> Void) {
@@ -193,6 +196,89 @@ public func monotonicSeconds() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
+/// Hashes on a second thread while the transfer thread receives and writes, so SHA-256
+/// costs no wall time on a machine with two cores. Chunks are copied into a bounded queue
+/// (backpressure keeps memory flat whatever the file size); per hasher they are processed
+/// in order.
+final class HashWorker: @unchecked Sendable {
+    // @unchecked: every field is guarded by `condition`; a hasher handed over in an item is
+    // touched only by the worker until `drain()` returns, then only by its job again.
+    private struct Item {
+        let hasher: SHA256Hasher
+        let bytes: UnsafeMutableRawBufferPointer
+    }
+    private let condition = NSCondition()
+    private var queue: [Item] = []
+    private var head = 0
+    private var queuedBytes = 0
+    private var busy = false
+    private var stopping = false
+    private let limit: Int
+
+    init(maxQueuedBytes: Int = 4 << 20) {
+        limit = maxQueuedBytes
+        let thread = Thread { [self] in self.loop() }
+        thread.name = "glasses-local sha256"
+        thread.start()
+    }
+
+    func feed(_ hasher: SHA256Hasher, _ bytes: UnsafeRawBufferPointer) {
+        guard bytes.count > 0 else { return }
+        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 16)
+        copy.copyMemory(from: bytes)
+        condition.lock()
+        while queuedBytes > limit && !stopping { condition.wait() }
+        queue.append(Item(hasher: hasher, bytes: copy))
+        queuedBytes += bytes.count
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until every chunk fed so far has been hashed.
+    func drain() {
+        condition.lock()
+        while head < queue.count || busy { condition.wait() }
+        condition.unlock()
+    }
+
+    /// Ends the thread after the queue is empty.
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func loop() {
+        while true {
+            condition.lock()
+            while head == queue.count && !stopping { condition.wait() }
+            if head == queue.count && stopping {
+                condition.unlock()
+                return
+            }
+            let item = queue[head]
+            head += 1
+            if head > 1024 && head * 2 > queue.count {
+                queue.removeFirst(head)
+                head = 0
+            }
+            busy = true
+            condition.unlock()
+
+            item.hasher.update(UnsafeRawBufferPointer(item.bytes))
+            let count = item.bytes.count
+            item.bytes.deallocate()
+
+            condition.lock()
+            busy = false
+            queuedBytes -= count
+            condition.broadcast()
+            condition.unlock()
+        }
+    }
+}
+
 /// One file's transfer across attempts. Lives on the session's thread only.
 final class FileJob: CurlEasyDelegate {
     let index: Int
@@ -224,6 +310,8 @@ final class FileJob: CurlEasyDelegate {
     private var abort: Abort?
     private var accepting = false
 
+    /// Bytes an attempt must add to count as progress for the retry budget.
+    static let progressQuantum: Int64 = 64 << 10
     /// Files at least this big are fsynced on completion; see `finish`.
     static let fsyncThreshold: Int64 = 8 << 20
     /// Dirty bytes after which writeback is started early, so the final fsync of a big
@@ -335,6 +423,7 @@ final class FileJob: CurlEasyDelegate {
     /// bytes (P6) and allows one fresh download before failing.
     private func verifyComplete(fromNetwork: Bool) {
         guard let hasher else { return }
+        session.hashWorker.drain()
         let actual: String
         do {
             actual = try hasher.finalize()
@@ -464,6 +553,9 @@ final class FileJob: CurlEasyDelegate {
             accepting = false
         }
         if accepting, etag != nil || lastModified != nil {
+            // The next attempt of this run resumes with these validators (If-Range).
+            request.etag = etag
+            request.lastModified = lastModified
             session.onEvent(.validators(file: request.name, etag: etag, lastModified: lastModified))
         }
         return true
@@ -485,13 +577,13 @@ final class FileJob: CurlEasyDelegate {
                 let e = errno
                 abort = (e == ENOSPC || e == EDQUOT) ? .noSpace : .io(SystemError(errno: e, "write \(request.partialPath)").message)
                 // Keep what reached the disk consistent with the hash.
-                if written > 0 { hasher?.update(UnsafeRawBufferPointer(rebasing: bytes[0..<written])) }
+                if written > 0, let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<written])) }
                 onDisk += Int64(written)
                 return 0
             }
             written += n
         }
-        hasher?.update(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
+        if let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<count])) }
         onDisk += Int64(count)
         if onDisk - writebackFrom >= FileJob.writebackChunk {
             FileIO.startWriteback(fd, from: writebackFrom, count: onDisk - writebackFrom)
@@ -509,7 +601,19 @@ final class FileJob: CurlEasyDelegate {
     func complete(_ result: CurlResult) {
         easy = nil
         let url = request.url
-        if onDisk > onDiskAtAttemptStart { attemptsWithoutProgress = 0 } else { attemptsWithoutProgress += 1 }
+        // Progress means real bytes: a trickle of a few bytes per attempt, or an attempt that
+        // ended in a stall, must not reset the budget (P4: bounded time).
+        var stalled = false
+        if case .timedOut(let message) = result {
+            let m = message.lowercased()
+            stalled = m.contains("too slow") || m.contains("less than")
+        }
+        let gained = onDisk - onDiskAtAttemptStart
+        if !stalled && (gained >= FileJob.progressQuantum || (gained > 0 && onDisk == request.size)) {
+            attemptsWithoutProgress = 0
+        } else {
+            attemptsWithoutProgress += 1
+        }
 
         if let abort {
             switch abort {
@@ -552,7 +656,7 @@ final class FileJob: CurlEasyDelegate {
             restartFromZero("the server did not honour the range request")
             scheduleRetry(cause: "range not honoured")
         case .timedOut(let message):
-            if message.lowercased().contains("too slow") || message.lowercased().contains("less than") {
+            if stalled {
                 session.onEvent(.stalled(file: request.name))
                 scheduleRetry(cause: "stalled: under \(session.policy.lowSpeedLimitBytesPerSecond) B/s for \(Int(session.policy.stallTimeout)) s")
             } else {
