@@ -83,13 +83,22 @@ public final class LocalModelEngine: Sendable {
         if catalog.catalogVersion < recorded {
             throw LocalModelError.catalogRollback(offered: catalog.catalogVersion, recorded: recorded, store: layout.root)
         }
-        if catalog.catalogVersion > recorded {
-            try records.write { ctx in
-                try ctx.noteCatalogVersion(catalog.catalogVersion)
-                try ctx.append(.catalog, modelId: nil, detail: "catalog version \(catalog.catalogVersion) accepted")
+        // Bookkeeping and repairs are writes: on a full disk they wait for the next open, so
+        // that reading, deleting and gc still work and can make room.
+        var repairs: [RepairAction] = []
+        do {
+            if catalog.catalogVersion > recorded {
+                try records.write { ctx in
+                    try ctx.noteCatalogVersion(catalog.catalogVersion)
+                    try ctx.append(.catalog, modelId: nil, detail: "catalog version \(catalog.catalogVersion) accepted")
+                }
             }
+            repairs = try StoreRepair(layout: layout, catalog: catalog, records: records).run()
+        } catch let error as RecordsError where error.isDiskFull {
+            repairs.append(RepairAction(modelId: nil, what: "repairs postponed: the disk is full"))
+        } catch let error as SystemError where error.isOutOfSpace {
+            repairs.append(RepairAction(modelId: nil, what: "repairs postponed: the disk is full"))
         }
-        let repairs = try StoreRepair(layout: layout, catalog: catalog, records: records).run()
         opened.withLock { $0 = records }
         return (records, repairs)
     }

@@ -92,8 +92,16 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     case walUnavailable(path: String, journalMode: String)
     /// Another process kept the database locked for longer than we wait.
     case busyTooLong(path: String, seconds: Int)
+    /// The disk holding the records is full.
+    case diskFull(path: String)
     /// Any other SQLite failure.
     case sqlite(SQLiteError)
+
+    /// True when the failure is a full disk (so callers may skip optional writes).
+    public var isDiskFull: Bool {
+        if case .diskFull = self { return true }
+        return false
+    }
 
     public var description: String {
         switch self {
@@ -107,6 +115,8 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
             return "records database \(path) could not switch to WAL mode (journal mode is '\(mode)'). Put the store on a local disk (not NFS/SMB) with --store or EXTENTOS_MODELS_DIR."
         case let .busyTooLong(path, seconds):
             return "records database \(path) stayed locked by another process for \(seconds) s. Check for a hung glasses-local process ('fuser \(path)') and retry."
+        case .diskFull(let path):
+            return "records database \(path) cannot be written: the disk is full. Free space ('glasses-local delete ID' and 'glasses-local gc' work on a full disk) and retry."
         case let .sqlite(error):
             return "\(error.message)"
         }
@@ -146,6 +156,11 @@ public final class Records: Sendable {
         do {
             try Records.configure(db, path: path, busyLimitSeconds: busyLimitSeconds)
             try Records.migrate(db, path: path, busyLimitSeconds: busyLimitSeconds)
+            // A healthy database keeps its -wal/-shm files between runs (emptied at each
+            // close, so nothing stale can mask the main file): opening then creates no file,
+            // which keeps reading, deleting and gc working on a full disk.
+            try db.execute("PRAGMA journal_size_limit=0")
+            db.persistWAL()
         } catch let error as RecordsError {
             throw error
         } catch let error as SQLiteError {
@@ -158,6 +173,7 @@ public final class Records: Sendable {
 
     static func classify(_ error: SQLiteError, path: String) -> RecordsError {
         if error.isCorruption { return .corrupt(path: path, detail: Records.shortDetail(error)) }
+        if error.isDiskFull { return .diskFull(path: path) }
         let primary = error.code & 0xFF
         // SQLITE_CANTOPEN 14, SQLITE_PERM 3, SQLITE_READONLY 8, SQLITE_IOERR 10, SQLITE_AUTH 23.
         if [14, 3, 8, 10, 23].contains(primary) { return .unavailable(path: path, detail: Records.shortDetail(error)) }
@@ -177,6 +193,7 @@ public final class Records: Sendable {
             try db.scalar("PRAGMA journal_mode=WAL").string ?? ""
         }
         guard mode.lowercased() == "wal" else { throw RecordsError.walUnavailable(path: path, journalMode: mode) }
+
         try db.execute("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
     }
 

@@ -16,6 +16,9 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
         return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB
     }
 
+    /// The disk (or quota) is full.
+    public var isDiskFull: Bool { code & 0xFF == SQLITE_FULL }
+
     public var isBusy: Bool {
         let primary = code & 0xFF
         return primary == SQLITE_BUSY || primary == SQLITE_LOCKED
@@ -140,6 +143,13 @@ public final class SQLiteConnection {
     /// The first column of the first row, or `.null`.
     public func scalar(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) -> SQLiteValue {
         try query(sql, arguments).first?.values.first ?? .null
+    }
+
+    /// Keeps the `-wal` and `-shm` files after the last connection closes
+    /// (SQLITE_FCNTL_PERSIST_WAL), so a later open needs no new file — it works on a full disk.
+    public func persistWAL() {
+        var on: Int32 = 1
+        _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
     }
 
     /// Rows changed by the last statement.

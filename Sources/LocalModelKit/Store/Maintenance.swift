@@ -78,19 +78,20 @@ extension LocalModelEngine {
                 for leftover in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] where FileIO.exists(leftover) {
                     existed = true
                 }
+                // Free the space first, commit after: on a full disk the records can only be
+                // written once room exists. A crash in between leaves a record whose folder is
+                // gone, which opening the store repairs.
+                freed += try FileIO.removeTree(aside)
+                for leftover in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] {
+                    freed += try FileIO.removeTree(leftover)
+                }
                 if existed {
-                    let freedSoFar = (try? FileIO.treeSize(aside)) ?? 0
                     try records.write { ctx in
                         try ctx.deleteInstall(id)
                         try ctx.clearPartialFiles(id)
                         try ctx.release(id)
-                        try ctx.append(.deleted, modelId: id, detail: "deleted \(finalPath)")
+                        try ctx.append(.deleted, modelId: id, detail: "deleted \(finalPath), \(freed) bytes freed")
                     }
-                    freed += freedSoFar
-                }
-                _ = try FileIO.removeTree(aside)
-                for leftover in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] {
-                    freed += try FileIO.removeTree(leftover)
                 }
             } catch {
                 throw .io(modelId: id, message: "\(error)")

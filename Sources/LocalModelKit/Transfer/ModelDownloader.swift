@@ -306,11 +306,12 @@ private final class DownloadRun {
                 case let .retry(file, attempt, cause, delay): onEvent(.retry(file: file, attempt: attempt, cause: cause, delay: delay))
                 case .stalled(let file): onEvent(.stall(file: file))
                 case let .validators(file, etag, lastModified):
-                    // Validators matter for resuming big files: save those at once; batch the
-                    // small ones (a commit each would cost hundreds of fsyncs on a voice bundle).
+                    // Validators are saved before the body's first byte for every file worth
+                    // resuming; the small ones are batched (a commit each would cost hundreds of
+                    // fsyncs on a voice bundle) and, if a crash loses them, simply restart.
                     let size = requests.first { $0.name == file }?.size ?? 0
                     pendingValidators.append(FileRecord(path: validatorKey ?? file, size: size, sha256: nil, etag: etag, lastModified: lastModified))
-                    if size >= FileJob.fsyncThreshold { flushValidators() }
+                    if size >= FileJob.resumableSize { flushValidators() }
                 case .completed(let file, _): onEvent(.fileCompleted(file: file))
                 }
             },

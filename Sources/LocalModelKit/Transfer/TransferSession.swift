@@ -310,6 +310,9 @@ final class FileJob: CurlEasyDelegate {
     private var abort: Abort?
     private var accepting = false
 
+    /// Files at least this big resume from a partial; smaller ones restart when their
+    /// validators were not saved (their bytes are cheaper to fetch again than to trust).
+    static let resumableSize: Int64 = 256 << 10
     /// Bytes an attempt must add to count as progress for the retry budget.
     static let progressQuantum: Int64 = 64 << 10
     /// Files at least this big are fsynced on completion; see `finish`.
@@ -373,6 +376,12 @@ final class FileJob: CurlEasyDelegate {
         if size > request.size {
             // Longer than the file can be: not a resume base (P5).
             restartFromZero("the partial file was longer than the declared size")
+            size = 0
+        } else if size > 0 && size < request.size && request.size < FileJob.resumableSize
+                    && request.etag == nil && request.lastModified == nil {
+            // A small file whose validators were lost (a crash before they were saved):
+            // without If-Range a resume could splice two versions; fetch it whole.
+            restartFromZero("no validators were saved for this small partial")
             size = 0
         }
         do {

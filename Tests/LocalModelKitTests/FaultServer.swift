@@ -1,0 +1,212 @@
+// Starts Tests/Tools/faultserver.py (a fault-injecting HTTP server on 127.0.0.1) for the
+// transfer tests, configures its paths, and reads its per-path request statistics.
+// Also computes the server's deterministic file contents on the Swift side, so the
+// expected bytes and SHA-256 never come from the server under test.
+import Foundation
+import Synchronization
+import Testing
+@testable import LocalModelKit
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One running fault server; `stop()` (or deinit) ends it. Closing its stdin also ends it,
+/// so a crashed test run leaves no server behind.
+final class FaultServer: Sendable {
+    let port: Int
+    private let process: Process
+    private let stdinPipe: Pipe
+
+    var origin: String { "http://127.0.0.1:\(port)" }
+
+    /// Tests/Tools/faultserver.py, found from this file's path.
+    static let scriptPath: String = {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tools/faultserver.py").path
+    }()
+
+    /// Starts a server. Python's start-up is waited for on a thread of its own, so tests
+    /// running in parallel do not hold the few threads of Swift's cooperative pool.
+    static func start() async throws -> FaultServer {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try FaultServer() }) }.start()
+        }
+    }
+
+    private init() throws {
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", Self.scriptPath]
+        stdinPipe = Pipe()
+        let out = Pipe()
+        process.standardInput = stdinPipe
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The first stdout line is "PORT <n>".
+        var line: [UInt8] = []
+        let fd = out.fileHandleForReading.fileDescriptor
+        var byte: UInt8 = 0
+        while read(fd, &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5)) else {
+            process.terminate()
+            throw SystemError(message: "faultserver.py did not print its port (got '\(text)')")
+        }
+        self.port = port
+    }
+
+    deinit { stop() }
+
+    private let stopped = Mutex(false)
+
+    /// Ends the server: EOF on its stdin and SIGTERM, SIGKILL if it is still there after 5 s.
+    func stop() {
+        guard stopped.withLock({ was in defer { was = true }; return !was }) else { return }
+        try? stdinPipe.fileHandleForWriting.close()
+        if process.isRunning { process.terminate() }
+        let deadline = monotonicSeconds() + 5
+        while process.isRunning && monotonicSeconds() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    // MARK: Control
+
+    /// Configures `path` (replacing its previous configuration and fault counters).
+    /// `faults` uses the keys documented in faultserver.py.
+    func configure(_ path: String, size: Int, seed: Int, _ faults: [String: any Sendable] = [:]) throws {
+        var spec: [String: Any] = ["path": path, "size": size, "seed": seed]
+        for (key, value) in faults { spec[key] = value }
+        let body = try JSONSerialization.data(withJSONObject: spec)
+        let (status, _) = try request("POST", "/_fault", body: [UInt8](body))
+        guard status == 200 else { throw SystemError(message: "POST /_fault answered \(status)") }
+    }
+
+    /// Every path's statistics.
+    func stats() throws -> [String: PathStats] {
+        let (status, body) = try request("GET", "/_stats")
+        guard status == 200 else { throw SystemError(message: "GET /_stats answered \(status)") }
+        return try JSONDecoder().decode([String: PathStats].self, from: Data(body))
+    }
+
+    /// One path's statistics (empty when it was never requested).
+    func stats(_ path: String) throws -> PathStats {
+        try stats()[path] ?? PathStats(requests: 0, sent: 0, log: [])
+    }
+
+    struct PathStats: Decodable, Sendable {
+        var requests: Int
+        /// Body bytes sent, all requests together.
+        var sent: Int64
+        var log: [Request]
+
+        struct Request: Decodable, Sendable {
+            var range: String?
+            var ifRange: String?
+            var status: Int?
+            var sent: Int64
+            var start: Double
+            var end: Double?
+
+            enum CodingKeys: String, CodingKey {
+                case range, status, sent, start, end
+                case ifRange = "if_range"
+            }
+        }
+    }
+
+    /// A minimal blocking HTTP/1.1 exchange over loopback (Connection: close).
+    private func request(_ method: String, _ path: String, body: [UInt8] = []) throws -> (Int, [UInt8]) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw SystemError(errno: errno, "socket") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw SystemError(errno: errno, "connect 127.0.0.1:\(port)") }
+        let head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: \(body.count)\r\n\r\n"
+        let message = Array(head.utf8) + body
+        var offset = 0
+        while offset < message.count {
+            let n = message[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw SystemError(errno: errno, "send") }
+            offset += n
+        }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            response += buffer[0..<n]
+        }
+        let separator: [UInt8] = Array("\r\n\r\n".utf8)
+        guard let split = (0...max(0, response.count - 4)).first(where: { Array(response[$0..<min($0 + 4, response.count)]) == separator })
+        else { throw SystemError(message: "malformed answer to \(method) \(path)") }
+        let statusLine = String(decoding: response[0..<split], as: UTF8.self).split(separator: " ")
+        let status = statusLine.count > 1 ? Int(statusLine[1]) ?? 0 : 0
+        return (status, Array(response[(split + 4)...]))
+    }
+}
+
+/// The server's file contents (faultserver.py, "Content"): with T = "<seed>:<version>:" and
+/// P = SHA-256(T + "p:<i>") for i in 0..<128 (4096 bytes), chunk j is SHA-256(T + "c:<j>")
+/// followed by bytes 32..<4096 of P rotated left by (j * 257) % 4096.
+enum FaultContent {
+    static func bytes(seed: Int, version: Int = 1, size: Int) throws -> [UInt8] {
+        let tag = "\(seed):\(version):"
+        var pattern: [UInt8] = []
+        for i in 0..<128 { pattern += try digest(tag + "p:\(i)") }
+        var out: [UInt8] = []
+        out.reserveCapacity(size + 4096)
+        var chunk = 0
+        while out.count < size {
+            let r = (chunk * 257) % 4096
+            let rotated = Array(pattern[r...]) + Array(pattern[..<r])
+            out += try digest(tag + "c:\(chunk)")
+            out += rotated[32...]
+            chunk += 1
+        }
+        return Array(out.prefix(size))
+    }
+
+    /// SHA-256 of `text`, as 32 bytes.
+    private static func digest(_ text: String) throws -> [UInt8] {
+        let hasher = try SHA256Hasher()
+        hasher.update(Array(text.utf8))
+        let hex = Array(try hasher.finalize().utf8)
+        func value(_ c: UInt8) -> UInt8 { c <= UInt8(ascii: "9") ? c - UInt8(ascii: "0") : c - UInt8(ascii: "a") + 10 }
+        return stride(from: 0, to: hex.count, by: 2).map { value(hex[$0]) << 4 | value(hex[$0 + 1]) }
+    }
+
+    static func sha256(_ bytes: [UInt8]) throws -> String {
+        let hasher = try SHA256Hasher()
+        hasher.update(bytes)
+        return try hasher.finalize()
+    }
+
+    /// The strong ETag the server gives a version of a file.
+    static func etag(seed: Int, size: Int, version: Int = 1) -> String { "\"s\(seed)-n\(size)-v\(version)\"" }
+
+}
+
+/// Collects a download's events from any thread.
+final class TransferEventLog: Sendable {
+    private let events = Mutex<[DownloadEvent]>([])
+
+    func append(_ event: DownloadEvent) { events.withLock { $0.append(event) } }
+    var all: [DownloadEvent] { events.withLock { $0 } }
+
+    var stalls: Int { all.filter { if case .stall = $0 { true } else { false } }.count }
+    var retries: [(cause: String, delay: Double)] {
+        all.compactMap { if case let .retry(_, _, cause, delay) = $0 { (cause, delay) } else { nil } }
+    }
+    var restarts: [String] { all.compactMap { if case let .restarted(_, reason) = $0 { reason } else { nil } } }
+    var fractions: [Double] { all.compactMap { if case let .progress(_, _, fraction, _) = $0 { fraction } else { nil } } }
+}

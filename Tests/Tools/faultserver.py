@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Fault-injecting HTTP/1.1 server for the transfer reliability tests (stdlib only).
+
+Binds 127.0.0.1 on an ephemeral port and prints `PORT <n>` as its first stdout line.
+Exits on SIGTERM or when stdin reaches EOF (the test process went away).
+
+Content. With T = "<seed>:<version>:" (ASCII decimal) and P = the 128 digests
+SHA-256(T + "p:<i>") concatenated (4096 bytes), chunk j (4096 bytes) is SHA-256(T + "c:<j>")
+followed by bytes 32..<4096 of P rotated left by (j * 257) % 4096; the chunks concatenated
+and cut to `size` are the file. Every chunk differs, and so does every version. The Swift
+tests compute the same bytes. ETag is the strong `"s<seed>-n<size>-v<version>"`; Last-Modified moves with the
+version. `Range: bytes=a-[b]` is answered 206 with `Content-Range`; an `If-Range` that is
+not the current ETag or Last-Modified gets the full 200.
+
+Configuration, per path (any path except the control ones):
+  * `POST /_fault` with a JSON object {"path": "/m/x.bin", "size": N, "seed": S, ...faults}
+    (replaces that path's configuration and resets its fault counters), or
+  * query parameters on the request itself: `/f/<name>?size=N&seed=S&drop=4095`.
+Faults (all optional, combinable):
+  drop=K, drop_times=M    first M content answers: send K body bytes, then close the socket
+  hold=K, hold_times=M    first M content answers: send K body bytes, then never send more
+  ignore_range=1          always 200 with the whole body
+  bad_range=start|total   206 answers carry a Content-Range with a wrong start or total
+  range_416=1             any request with a Range gets 416
+  bump_after=N            after N requests the version goes up: new bytes, ETag, Last-Modified
+  flip=X, flip_times=M    byte X of the body is inverted (first M answers; default: always)
+  extra=N, extra_declared=0|1   body has N bytes too many (declared in Content-Length, or
+                          no Content-Length and the end marked by closing the connection)
+  endless=1               no Content-Length, a body that never ends
+  statuses=[503,503]      the first requests get these statuses (query form: 503,503)
+  retry_after=S           `Retry-After: S` on those statuses
+  status=404              every request gets this status
+  hang_times=M            first M requests: accepted, never answered (-1: always)
+  trickle=T               one body byte every T seconds
+  rate=B                  send the body at about B bytes a second (64 KiB steps)
+  delay=T                 wait T seconds before answering
+
+`GET /_stats` → {path: {"requests": n, "sent": total body bytes, "log": [{"range",
+"if_range", "status", "sent", "start", "end"}]}} (start/end: monotonic seconds).
+`POST /_reset` forgets all configuration and statistics.
+"""
+import hashlib, json, os, signal, socket, sys, threading, time
+from email.utils import formatdate
+from functools import lru_cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit, parse_qsl
+
+LOCK = threading.Lock()
+CONFIG = {}   # path -> dict of settings (see above), plus "_n": requests so far, "version"
+STATS = {}    # path -> {"requests", "sent", "log"}
+STOP = threading.Event()
+
+
+@lru_cache(maxsize=16)
+def content(seed, version, size):
+    """The file's bytes (faultserver docstring: "Content"); FaultServer.swift computes the same."""
+    tag = b"%d:%d:" % (seed, version)
+    pattern = b"".join(hashlib.sha256(tag + b"p:%d" % i).digest() for i in range(128))
+    chunks = []
+    for j in range((size + 4095) // 4096):
+        r = (j * 257) % 4096
+        chunks.append(hashlib.sha256(tag + b"c:%d" % j).digest() + (pattern[r:] + pattern[:r])[32:])
+    return b"".join(chunks)[:size]
+
+
+def parse_query(query):
+    out = {}
+    for key, value in parse_qsl(query):
+        if key == "statuses":
+            out[key] = [int(v) for v in value.split(",") if v]
+        elif key == "bad_range":
+            out[key] = value
+        else:
+            out[key] = float(value) if "." in value else int(value)
+    return out
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # quiet: the tests read /_stats instead
+        pass
+
+    # MARK: control endpoints
+
+    def reply_json(self, obj, status=200):
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b"{}"
+        if self.path == "/_reset":
+            with LOCK:
+                CONFIG.clear(); STATS.clear()
+            return self.reply_json({"ok": True})
+        if self.path != "/_fault":
+            return self.reply_json({"error": "unknown"}, 404)
+        spec = json.loads(raw)
+        with LOCK:
+            CONFIG[spec.pop("path")] = dict(spec)
+        self.reply_json({"ok": True})
+
+    # MARK: files
+
+    def do_GET(self):
+        url = urlsplit(self.path)
+        if url.path == "/_stats":
+            with LOCK:
+                snapshot = json.loads(json.dumps(STATS))
+            return self.reply_json(snapshot)
+        with LOCK:
+            cfg = CONFIG.setdefault(url.path, {})
+            cfg.update(parse_query(url.query))
+            cfg["_n"] = n = cfg.get("_n", 0) + 1
+            if cfg.get("bump_after") and n == cfg["bump_after"] + 1:
+                cfg["version"] = cfg.get("version", 1) + 1
+            stat = STATS.setdefault(url.path, {"requests": 0, "sent": 0, "log": []})
+            stat["requests"] += 1
+            entry = {"range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
+                     "status": None, "sent": 0, "start": time.monotonic(), "end": None}
+            stat["log"].append(entry)
+            cfg = dict(cfg)
+        try:
+            self.serve_file(cfg, n, entry, stat)
+        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+            self.close_connection = True
+        finally:
+            entry["end"] = time.monotonic()
+
+    def answer(self, entry, status, headers):
+        entry["status"] = status
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+
+    def send_body(self, data, entry, stat, trickle=0, rate=0):
+        step = 1 if trickle else 65536
+        for i in range(0, len(data), step):
+            if STOP.is_set():
+                return
+            self.wfile.write(data[i:i + step])
+            with LOCK:
+                entry["sent"] += len(data[i:i + step]); stat["sent"] += len(data[i:i + step])
+            if trickle or rate:
+                time.sleep(trickle or len(data[i:i + step]) / rate)
+
+    def hang_up(self):
+        self.close_connection = True
+        self.wfile.flush()
+        self.connection.shutdown(socket.SHUT_RDWR)
+
+    def serve_file(self, cfg, n, entry, stat):
+        if cfg.get("hang_times", 0) == -1 or n <= cfg.get("hang_times", 0):
+            STOP.wait()                                   # accept, never answer
+            return
+        time.sleep(cfg.get("delay", 0))
+        statuses = cfg.get("statuses", [])
+        status = statuses[n - 1] if n <= len(statuses) else cfg.get("status")
+        if status:
+            headers = {"Content-Length": "0"}
+            if cfg.get("retry_after") is not None:
+                headers["Retry-After"] = str(cfg["retry_after"])
+            return self.answer(entry, status, headers)
+        size, seed, version = cfg.get("size", 0), cfg.get("seed", 0), cfg.get("version", 1)
+        data = content(seed, version, size)
+        etag = '"s%d-n%d-v%d"' % (seed, size, version)
+        modified = formatdate(1_700_000_000 + seed + 86_400 * version, usegmt=True)
+        flip = cfg.get("flip")
+        if flip is not None and flip < size and n <= cfg.get("flip_times", 1 << 30):
+            data = bytearray(data); data[flip] ^= 0xFF; data = bytes(data)
+        headers = {"ETag": etag, "Last-Modified": modified, "Accept-Ranges": "bytes"}
+        rng, if_range = self.headers.get("Range"), self.headers.get("If-Range")
+        start, end = 0, size - 1
+        partial = bool(rng) and not cfg.get("ignore_range") and (if_range is None or if_range in (etag, modified))
+        if rng and cfg.get("range_416"):
+            headers.update({"Content-Range": "bytes */%d" % size, "Content-Length": "0"})
+            return self.answer(entry, 416, headers)
+        if partial:
+            first, _, last = rng.split("=", 1)[1].partition("-")
+            start, end = int(first), min(int(last) if last else size - 1, size - 1)
+            if start >= size:
+                headers.update({"Content-Range": "bytes */%d" % size, "Content-Length": "0"})
+                return self.answer(entry, 416, headers)
+            shown_start, shown_total = start, size
+            if cfg.get("bad_range") == "start":
+                shown_start = start + 1
+            elif cfg.get("bad_range") == "total":
+                shown_total = size + 1
+            headers["Content-Range"] = "bytes %d-%d/%d" % (shown_start, end, shown_total)
+        body = data[start:end + 1]
+        extra = cfg.get("extra", 0)
+        if cfg.get("endless") or (extra and not cfg.get("extra_declared")):
+            headers["Connection"] = "close"           # length unknown: the close ends it
+            self.close_connection = True
+        else:
+            headers["Content-Length"] = str(len(body) + extra)
+        self.answer(entry, 206 if partial else 200, headers)
+        for fault, times in (("drop", "drop_times"), ("hold", "hold_times")):
+            if cfg.get(fault) is not None and n <= cfg.get(times, 1):
+                self.send_body(body[:cfg[fault]], entry, stat)
+                if fault == "hold":
+                    STOP.wait()
+                return self.hang_up()
+        if cfg.get("endless"):
+            while not STOP.is_set():
+                self.send_body(data or b"\0" * 4096, entry, stat)
+            return
+        self.send_body(body, entry, stat, cfg.get("trickle", 0), cfg.get("rate", 0))
+        if extra:
+            self.send_body(content(seed + 1, version, extra), entry, stat)
+        if self.close_connection:
+            self.hang_up()
+
+
+def main():
+    # SIGTERM is blocked in every thread (threads inherit the mask) and taken with
+    # sigwait in the main thread: a signal delivered to a busy handler thread would
+    # otherwise never wake the main thread.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    print("PORT %d" % server.server_address[1], flush=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def watch_stdin():
+        while sys.stdin.buffer.read(4096):
+            pass
+        os._exit(0)   # the test process went away
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    signal.sigwait({signal.SIGTERM})
+    STOP.set()
+    os._exit(0)       # handler threads may be blocked on purpose (hang, hold): do not wait
+
+
+if __name__ == "__main__":
+    main()
