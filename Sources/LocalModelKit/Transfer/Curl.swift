@@ -141,7 +141,8 @@ final class CurlEasy {
         set(CURLOPT_LOW_SPEED_TIME, max(1, Int(policy.stallTimeout.rounded(.up))))
         set(CURLOPT_BUFFERSIZE, 256 * 1024)
         set(CURLOPT_TCP_KEEPALIVE, 1)
-        if let rate = policy.maxBytesPerSecond { set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: rate) }
+        // The limit is for the whole download: each of the parallel connections gets its share.
+        if let rate = policy.maxBytesPerSecond { set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: max(1, rate / Int64(max(1, policy.parallelFiles)))) }
         set(CURLOPT_USERAGENT, string: policy.userAgent)
         // Model files are already compressed or incompressible; asking for gzip would make
         // ranges and sizes refer to a different byte stream (P10).
