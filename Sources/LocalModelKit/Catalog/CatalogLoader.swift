@@ -311,7 +311,7 @@ private struct Validator {
                     report("\(at()).path", "duplicate path \"\(p)\" (also \(path())[\(first)])")
                     continue
                 }
-                let lower = p.lowercased()
+                let lower = CatalogRules.foldedCase(p)
                 if let first = folded[lower] {
                     report("\(at()).path", "\"\(p)\" differs only in letter case from \(path())[\(first)] (breaks on case-insensitive filesystems)")
                     continue
@@ -404,16 +404,43 @@ public enum CatalogRules {
 
     /// Why `path` is not a safe relative file path, or nil.
     public static func pathProblem(_ path: String) -> String? {
-        if path.isEmpty { return "must not be empty" }
-        if path.hasPrefix("/") { return "\"\(path)\" is an absolute path; paths are relative to the model folder" }
-        if path.contains("\\") { return "\"\(path)\" contains a backslash; use '/' between folders" }
-        for segment in path.split(separator: "/", omittingEmptySubsequences: false) {
-            if segment == ".." { return "\"\(path)\" contains '..' (it would escape the model folder)" }
-            if segment == "." { return "\"\(path)\" contains a '.' segment" }
-            if segment.isEmpty { return "\"\(path)\" contains an empty segment ('//' or a trailing '/')" }
-            if segment.utf8.count > 255 { return "a segment of \"\(path)\" is longer than 255 bytes" }
+        // One pass over the UTF-8 bytes (this runs for every file of every model at start-up).
+        let bytes = path.utf8
+        if bytes.isEmpty { return "must not be empty" }
+        if bytes.first == UInt8(ascii: "/") { return "\"\(path)\" is an absolute path; paths are relative to the model folder" }
+        var dots = 0
+        var length = 0
+        var problem: String?
+        func endSegment() -> String? {
+            if length == 0 { return "\"\(path)\" contains an empty segment ('//' or a trailing '/')" }
+            if dots == length && length == 2 { return "\"\(path)\" contains '..' (it would escape the model folder)" }
+            if dots == length && length == 1 { return "\"\(path)\" contains a '.' segment" }
+            if length > 255 { return "a segment of \"\(path)\" is longer than 255 bytes" }
+            return nil
         }
-        return nil
+        for byte in bytes {
+            if byte == UInt8(ascii: "\\") { return "\"\(path)\" contains a backslash; use '/' between folders" }
+            if byte == UInt8(ascii: "/") {
+                if let p = endSegment() { problem = problem ?? p }
+                dots = 0
+                length = 0
+            } else {
+                if byte == UInt8(ascii: ".") { dots += 1 }
+                length += 1
+            }
+        }
+        if let p = endSegment() { problem = problem ?? p }
+        return problem
+    }
+
+    /// ASCII lowercase, with a fast path for the common all-lowercase ASCII path.
+    static func foldedCase(_ s: String) -> String {
+        var hasUpper = false
+        for b in s.utf8 {
+            if b >= 0x80 { return s.lowercased() }
+            if b >= 0x41 && b <= 0x5A { hasUpper = true }
+        }
+        return hasUpper ? s.lowercased() : s
     }
 
     /// Why `url` may not be fetched, or nil: https only, plain http only to loopback.
