@@ -161,8 +161,6 @@ public final class SQLiteConnection {
     /// The SQLite library version, for `doctor`.
     public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
 
-    /// The primary result code of "database is busy", for retry loops.
-    public static func isBusy(_ error: SQLiteError) -> Bool { error.isBusy }
 }
 
 @available(*, unavailable)
