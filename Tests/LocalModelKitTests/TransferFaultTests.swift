@@ -576,6 +576,42 @@ struct TransferFaultTests {
         }
     }
 
+    // MARK: Redirects (P10)
+
+    /// A redirect to plain http on a public host is refused before anything is fetched
+    /// from it, and nothing is retried or installed.
+    @Test func redirectToPublicPlainHTTPIsRefused() async throws {
+        try await withTransferWorld { world in
+            let file = try ServedFile("model.bin", size: Self.size, seed: 61)
+            try world.serve("redir", file, ["redirect": "http://example.invalid/model.bin"])
+            let engine = world.engine("redir", [file])
+            let (result, _) = await transferDownload(engine, "redir")
+            if let error = transferFailure(result) {
+                if case .refused(let id, _, let reason) = error {
+                    #expect(id == "redir")
+                    #expect(reason.contains("example.invalid") && reason.contains("plain http"), "\(reason)")
+                } else {
+                    Issue.record("expected .refused, got \(error)")
+                }
+            }
+            try expectTransferAbsent(world, engine, "redir")
+            #expect(try world.server.stats(world.serverPath("redir", file.path)).requests == 1, "a refused redirect is not retried")
+        }
+    }
+
+    /// A redirect within the loopback mirror is followed and the file verified.
+    @Test func redirectWithinLoopbackIsFollowed() async throws {
+        try await withTransferWorld { world in
+            let file = try ServedFile("model.bin", size: Self.size, seed: 62)
+            try world.serve("target", file)
+            try world.serve("moved", file, ["redirect": world.server.origin + world.serverPath("target", file.path)])
+            let engine = world.engine("moved", [file])
+            let (result, _) = await transferDownload(engine, "moved")
+            try expectTransferInstalled(world, engine, "moved", result, [file])
+            #expect(try world.server.stats(world.serverPath("target", file.path)).requests == 1)
+        }
+    }
+
     /// Accepts and never answers: each attempt is a stall; the budget ends it as temporary.
     @Test func serverThatNeverAnswersStallsThenTemporary() async throws {
         try await withTransferWorld { world in

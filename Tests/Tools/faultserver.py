@@ -34,6 +34,7 @@ Faults (all optional, combinable):
   trickle=T               one body byte every T seconds
   rate=B                  send the body at about B bytes a second (64 KiB steps)
   delay=T                 wait T seconds before answering
+  redirect=URL            answer 302 with `Location: URL`
 
 `GET /_stats` → {path: {"requests": n, "sent": total body bytes, "log": [{"range",
 "if_range", "status", "sent", "start", "end"}]}} (start/end: monotonic seconds).
@@ -162,6 +163,8 @@ class Handler(BaseHTTPRequestHandler):
         time.sleep(cfg.get("delay", 0))
         statuses = cfg.get("statuses", [])
         status = statuses[n - 1] if n <= len(statuses) else cfg.get("status")
+        if cfg.get("redirect"):
+            return self.answer(entry, 302, {"Location": cfg["redirect"], "Content-Length": "0"})
         if status:
             headers = {"Content-Length": "0"}
             if cfg.get("retry_after") is not None:

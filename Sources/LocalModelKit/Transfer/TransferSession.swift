@@ -329,6 +329,7 @@ final class FileJob: CurlEasyDelegate {
         case noSpace
         case io(String)
         case encoding(String)
+        case redirectRefused(String)
     }
 
     init(index: Int, request: FileRequest, session: TransferSession) {
@@ -522,6 +523,13 @@ final class FileJob: CurlEasyDelegate {
         case "last-modified": if (200..<300).contains(status) { lastModified = value }
         case "retry-after": retryAfter = Self.parseRetryAfter(value)
         case "content-encoding": contentEncoding = value.lowercased()
+        case "location" where (300..<400).contains(status):
+            // libcurl limits the scheme (never https → http); the host is checked here: a
+            // redirect may only lead to https, or to plain http on loopback (P10).
+            if value.contains("://"), let problem = CatalogRules.urlProblem(value) {
+                abort = .redirectRefused("redirect to \(value) refused: \(problem)")
+                return false
+            }
         default: break
         }
         return true
@@ -640,6 +648,8 @@ final class FileJob: CurlEasyDelegate {
                 finish(.failed(.io(message)))
             case .encoding(let encoding):
                 finish(.failed(.refused("the server applied Content-Encoding '\(encoding)' although none was asked for", url: url)))
+            case .redirectRefused(let reason):
+                finish(.failed(.refused(reason, url: url)))
             }
             return
         }
