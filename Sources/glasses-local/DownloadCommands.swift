@@ -82,6 +82,8 @@ final class ProgressPrinter {
     let modelId: String
     private var lastLine = 0.0
     private var barShown = false
+    /// Set by the `.done` event: nothing had to be fetched.
+    private(set) var wasAlreadyInstalled = false
 
     init(console: Console, modelId: String, noProgress: Bool) {
         self.console = console
@@ -93,6 +95,7 @@ final class ProgressPrinter {
     }
 
     func handle(_ event: DownloadEvent) {
+        if case .done(_, let already) = event { wasAlreadyInstalled = already }
         switch style {
         case .json: json(event)
         case .bar, .lines: human(event)
@@ -200,7 +203,11 @@ enum TransferCommands {
                 printer.clearBar()
                 let seconds = monotonicSeconds() - start
                 let size = engine.catalog.model(id: id)?.installedBytes ?? 0
-                context.console.say("\(id): installed in \(path) (\(Format.bytes(size)), \(String(format: "%.1f", seconds)) s)")
+                if printer.wasAlreadyInstalled {
+                    context.console.say("\(id): already installed in \(path); nothing to download")
+                } else {
+                    context.console.say("\(id): installed in \(path) (\(Format.bytes(size)), \(String(format: "%.1f", seconds)) s)")
+                }
             } catch {
                 printer.clearBar()
                 let cli = CLIError.from(download: error)

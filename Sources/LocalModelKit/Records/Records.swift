@@ -193,7 +193,6 @@ public final class Records: Sendable {
             try db.scalar("PRAGMA journal_mode=WAL").string ?? ""
         }
         guard mode.lowercased() == "wal" else { throw RecordsError.walUnavailable(path: path, journalMode: mode) }
-
         try db.execute("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")
     }
 
