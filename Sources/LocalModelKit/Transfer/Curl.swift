@@ -136,6 +136,7 @@ final class CurlEasy {
         set(CURLOPT_MAXREDIRS, policy.maxRedirects)
         set(CURLOPT_SSL_VERIFYPEER, 1)
         set(CURLOPT_SSL_VERIFYHOST, 2)
+        if let caFile = policy.caFile { set(CURLOPT_CAINFO, string: caFile) }
         set(CURLOPT_CONNECTTIMEOUT_MS, Int(policy.connectTimeout * 1000))
         set(CURLOPT_LOW_SPEED_LIMIT, policy.lowSpeedLimitBytesPerSecond)
         set(CURLOPT_LOW_SPEED_TIME, max(1, Int(policy.stallTimeout.rounded(.up))))

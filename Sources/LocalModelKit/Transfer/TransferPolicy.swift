@@ -22,8 +22,16 @@ public struct TransferPolicy: Sendable, Equatable {
     /// Bytes per second for the whole download, nil for no limit (prefetch's `--rate-limit`).
     public var maxBytesPerSecond: Int64?
     public var userAgent = "glasses-local/0.1 (+https://extentos.dev)"
+    /// Extra trust for a private mirror or a TLS-intercepting proxy: a PEM bundle used
+    /// instead of the system's. Defaults to `$EXTENTOS_CA_FILE`, else curl's own
+    /// conventions `$CURL_CA_BUNDLE` and `$SSL_CERT_FILE` (Debian's libcurl reads neither
+    /// by itself). Verification stays on either way.
+    public var caFile: String?
 
-    public init() {}
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        caFile = [environment["EXTENTOS_CA_FILE"], environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]]
+            .compactMap { $0 }.first { !$0.isEmpty }
+    }
 
     /// Backoff before attempt `n` (1-based) of a file, without `Retry-After`.
     func backoff(attempt n: Int, random: Double) -> Double {
