@@ -205,13 +205,19 @@ public final class LocalModelEngine: Sendable {
         if installed {
             return StorageFit(modelId: model.id, requiredBytes: 0, availableBytes: available, presentBytes: model.installedBytes)
         }
+        let need = storageStillNeeded(model)
+        return StorageFit(modelId: model.id, requiredBytes: need.required, availableBytes: available, presentBytes: need.present)
+    }
+
+    /// What installing a not-yet-installed model still needs on disk: the bytes not yet
+    /// downloaded, unpack room for an archive, and the margin; and the bytes already there.
+    func storageStillNeeded(_ model: CatalogModel) -> (required: Int64, present: Int64) {
         let present = partialBytes(model)
         let remaining = max(0, model.downloadBytes - present)
         // An archive is extracted next to itself: the whole tree needs room while it exists.
         let unpackRoom: Int64
         if case .archive? = model.sources.first { unpackRoom = model.installedBytes } else { unpackRoom = 0 }
-        let required = remaining + unpackRoom + StorageMargin.bytes(forInstalledBytes: model.installedBytes)
-        return StorageFit(modelId: model.id, requiredBytes: required, availableBytes: available, presentBytes: present)
+        return (remaining + unpackRoom + StorageMargin.bytes(forInstalledBytes: model.installedBytes), present)
     }
 }
 

@@ -355,8 +355,7 @@ private final class DownloadRun {
         // free-space checks neither double-count the bytes already written nor miss ours.
         if now - lastReservationUpdate >= 2 {
             lastReservationUpdate = now
-            let stillNeeded = engine.storageFit(model, installed: false, space: FilesystemSpace(availableBytes: 0, totalBytes: 0),
-                                                reservedByOthers: 0).requiredBytes
+            let stillNeeded = engine.storageStillNeeded(model).required
             let batch = pendingValidators
             pendingValidators = []
             try? records.write { ctx in
