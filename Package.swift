@@ -40,12 +40,21 @@ let package = Package(
             path: "Tests/Tools/records-stress"
         ),
 
+        // Test-only: one SDK start-up order per process (register/create ordering tests).
+        .executableTarget(
+            name: "seam-probe",
+            dependencies: ["GlassesCore", "GlassesLocal", "GlassesLocalVoice"],
+            path: "Tests/Tools/seam-probe"
+        ),
+
         .testTarget(
             name: "LocalModelKitTests",
             dependencies: ["LocalModelKit", "records-stress"],
             exclude: ["Inputs"]
         ),
-        .testTarget(name: "GlassesLocalTests", dependencies: ["GlassesLocal", "GlassesLocalVoice", "GlassesCore", "LocalModelKit"]),
+        .testTarget(name: "GlassesCoreTests", dependencies: ["GlassesCore"]),
+        .testTarget(name: "GlassesLocalTests",
+                    dependencies: ["GlassesLocal", "GlassesLocalVoice", "GlassesCore", "LocalModelKit", "seam-probe"]),
         // Runs the built glasses-local binary (the dependency makes `swift test` build it).
         .testTarget(name: "GlassesLocalCLITests", dependencies: ["glasses-local", "LocalModelKit"]),
     ],

@@ -1,119 +1,82 @@
-import Synchronization
-
-/// What the app declares it uses (a subset of the SDK's capabilities).
-public enum DeclaredCapability: String, Sendable, CaseIterable {
-    case microphone, speaker, camera, display
-}
-
-/// The SDK configuration. Every field has a default: `ExtentosConfig()` is a valid
-/// development configuration.
-public struct ExtentosConfig: Sendable, Equatable {
-    public var usedCapabilities: [DeclaredCapability]
-    /// Whether the assistant may serve from an on-device model when the local tier is registered.
-    public var preferLocalTier: Bool
-
-    public init(usedCapabilities: [DeclaredCapability] = [.microphone, .speaker], preferLocalTier: Bool = true) {
-        self.usedCapabilities = usedCapabilities
-        self.preferLocalTier = preferLocalTier
-    }
-}
-
-/// What the local tier answers the SDK when asked which model serves.
-public struct LocalTierRoute: Sendable, Equatable {
-    /// The local model to run, or nil when the cloud serves.
-    public var modelId: String?
-    /// The `CloudFallbackReason` case name when the cloud serves (e.g. "weightsNotPresent").
-    public var cloudReason: String?
-
-    public init(modelId: String?, cloudReason: String?) {
-        self.modelId = modelId
-        self.cloudReason = cloudReason
-    }
-}
-
-/// A local tier plugged into the SDK (`ExtentosLocalTier.register()` provides one).
-public protocol LocalTierProvider: Sendable {
-    /// A short name for diagnostics ("GlassesLocal").
-    var name: String { get }
-    /// The route for the next request, computed now.
-    func route() -> LocalTierRoute
-}
-
-/// Which local tiers are registered, and whether registration came in time.
+/// The SDK handle: one for the app's lifetime.
 ///
-/// `register()` must run before `Extentos.create(config:)`: the SDK snapshots its tiers
-/// at creation, the way the iOS SDK wires its transports. A late registration is kept
-/// (a later `create` sees it) and recorded as a misordering, which the created client
-/// reports instead of silently ignoring the tier.
-public enum LocalTierRegistry {
-    private struct State {
-        var providers: [String: any LocalTierProvider] = [:]
-        var createdCount = 0
-        var lateRegistrations: [String] = []
-    }
-
-    private static let state = Mutex(State())
-
-    /// Registers (or replaces) a provider under its name.
-    public static func register(_ provider: any LocalTierProvider) {
-        state.withLock { s in
-            if s.createdCount > 0 && s.providers[provider.name] == nil { s.lateRegistrations.append(provider.name) }
-            s.providers[provider.name] = provider
-        }
-    }
-
-    /// Whether a provider with this name is registered.
-    public static func isRegistered(_ name: String) -> Bool {
-        state.withLock { $0.providers[name] != nil }
-    }
-
-    /// Names registered after an `Extentos.create` had already run.
-    public static var lateRegistrations: [String] {
-        state.withLock { $0.lateRegistrations }
-    }
-
-    static func snapshotForCreate() -> [any LocalTierProvider] {
-        state.withLock { s in
-            s.createdCount += 1
-            return s.providers.keys.sorted().compactMap { s.providers[$0] }
-        }
-    }
-
-    /// Forgets everything (tests only).
-    public static func resetForTesting() {
-        state.withLock { $0 = State() }
-    }
-}
-
-/// The SDK client as the local tier sees it.
-public protocol ExtentosGlasses: Sendable {
+/// This package carries the part of the handle the local tiers touch: the configuration it
+/// was created with, whether each local tier is available to it, and the local tier's
+/// answer to "which model serves the next request".
+public protocol ExtentosGlasses: AnyObject, Sendable {
     var config: ExtentosConfig { get }
-    /// The local tiers registered when this client was created.
-    var localTierNames: [String] { get }
-    /// The route for the next assistant request: local model or cloud with a reason.
-    func localRoute() -> LocalTierRoute
+    /// The declared capability footprint (from the configuration).
+    var usedCapabilities: [DeclaredCapability] { get }
+    /// `#fileID:#line` of the `Extentos.create(...)` call that made this instance.
+    var createdAt: String { get }
+    /// Whether this instance serves LLM requests on the device (`ExtentosLocalTier`).
+    var localTier: LocalTierStatus { get }
+    /// Whether this instance speaks with the on-device voice (`ExtentosLocalVoice`).
+    var localVoice: LocalTierStatus { get }
+    /// Which local model serves the next request, or why the cloud must. An instance
+    /// created without the local tier answers cloud with `.localTierNotRegistered`.
+    func autoChoice() -> AutoChoice
 }
 
 /// The SDK entry point.
+///
+/// Register the local tiers first, then create the instance:
+///
+/// ```swift
+/// @main
+/// struct MyApp: App {
+///     let glasses: any ExtentosGlasses      // no initializer here: it would run before init()
+///
+///     init() {
+///         ExtentosLocalTier.register()
+///         ExtentosLocalVoice.register()
+///         glasses = Extentos.create(config: ExtentosConfig(usedCapabilities: [.microphone, .speaker]))
+///     }
+/// }
+/// ```
 public enum Extentos {
-    /// Creates the SDK client. Call `ExtentosLocalTier.register()` first.
-    public static func create(config: ExtentosConfig = ExtentosConfig()) -> any ExtentosGlasses {
-        Client(config: config, tiers: LocalTierRegistry.snapshotForCreate())
+    /// Creates the SDK instance with the local tiers registered so far.
+    public static func create(config: ExtentosConfig = ExtentosConfig(),
+                              fileID: String = #fileID, line: Int = #line) -> any ExtentosGlasses {
+        make(config: config, site: "\(fileID):\(line)", registry: .shared)
     }
 
-    private struct Client: ExtentosGlasses {
+    static func make(config: ExtentosConfig, site: String, registry: TierRegistry) -> Instance {
+        let tiers = registry.tiersForNewInstance(site: site, strict: config.strictRegistrationOrder)
+        return Instance(config: config, createdAt: site, tiers: tiers, registry: registry)
+    }
+
+    /// `create(config: ExtentosConfig())`.
+    public static func `default`(fileID: String = #fileID, line: Int = #line) -> any ExtentosGlasses {
+        create(config: ExtentosConfig(), fileID: fileID, line: line)
+    }
+
+    /// What the SDK noticed about its use in this process (a local tier registered after
+    /// an instance was created, …), oldest first. Each was also printed to standard error.
+    public static var diagnostics: [ExtentosDiagnostic] {
+        TierRegistry.shared.diagnostics
+    }
+
+    final class Instance: ExtentosGlasses {
         let config: ExtentosConfig
-        let tiers: [any LocalTierProvider]
+        let createdAt: String
+        let tiers: TierRegistry.Tiers
+        let registry: TierRegistry
 
-        var localTierNames: [String] { tiers.map(\.name) }
+        init(config: ExtentosConfig, createdAt: String, tiers: TierRegistry.Tiers, registry: TierRegistry) {
+            self.config = config
+            self.createdAt = createdAt
+            self.tiers = tiers
+            self.registry = registry
+        }
 
-        func localRoute() -> LocalTierRoute {
-            guard config.preferLocalTier else { return LocalTierRoute(modelId: nil, cloudReason: nil) }
-            guard let tier = tiers.first else {
-                // Registered too late, or never: say which, so the app developer can fix the order.
-                return LocalTierRoute(modelId: nil, cloudReason: "localTierNotRegistered")
-            }
-            return tier.route()
+        var usedCapabilities: [DeclaredCapability] { config.usedCapabilities }
+        var localTier: LocalTierStatus { registry.status(of: .models, in: tiers) }
+        var localVoice: LocalTierStatus { registry.status(of: .voice, in: tiers) }
+
+        func autoChoice() -> AutoChoice {
+            guard let tier = tiers.models else { return .cloud(.localTierNotRegistered) }
+            return tier.autoChoice()
         }
     }
 }

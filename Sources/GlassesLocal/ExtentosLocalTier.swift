@@ -3,9 +3,6 @@ import GlassesCore
 import LocalModelKit
 import Synchronization
 
-/// Why the cloud serves instead of a local model.
-public typealias CloudFallbackReason = LocalModelKit.CloudFallbackReason
-
 /// The on-device model tier of the Extentos SDK.
 ///
 /// Call ``register()`` before `Extentos.create(config:)`, then ask ``models()``,
@@ -43,15 +40,12 @@ public enum ExtentosLocalTier {
         public let installedBytes: Int64
     }
 
-    /// Which model serves, or why the cloud must.
-    public struct AutoChoice: Sendable, Equatable {
-        /// The local model to run now, nil when the cloud serves.
-        public let modelId: String?
-        public let isLocal: Bool
-        public let cloudReason: CloudFallbackReason?
-        /// The model worth downloading (the device's class rung, or a smaller one that fits storage).
-        public let downloadTarget: String?
-    }
+    /// Which model serves, or why the cloud must (the same type an SDK instance's
+    /// `autoChoice()` answers with).
+    public typealias AutoChoice = GlassesCore.AutoChoice
+
+    /// Why the cloud serves instead of a local model.
+    public typealias CloudFallbackReason = GlassesCore.CloudFallbackReason
 
     /// Whether installing a model fits this device's storage.
     public struct DeviceFit: Sendable, Equatable {
@@ -166,9 +160,14 @@ public enum ExtentosLocalTier {
 
     // MARK: The API
 
-    /// Makes the local tier known to the SDK. Call it before `Extentos.create(config:)`.
-    public static func register() {
-        LocalTierRegistry.register(Provider())
+    /// Makes the local tier known to the SDK. Call it before `Extentos.create(config:)`:
+    /// an instance created earlier keeps serving from the cloud, and a diagnostic naming
+    /// that `create` call is printed and kept in `Extentos.diagnostics`.
+    ///
+    /// Free: no I/O. The store is opened by the first ``models()`` or ``autoChoice()``.
+    /// Calling it again, or from several threads at once, changes nothing.
+    public static func register(fileID: String = #fileID, line: Int = #line) {
+        LocalTierRegistry.register(models: Tier(), site: "\(fileID):\(line)")
     }
 
     /// Every catalog model with its install state. Cheap: records and `stat` only.
@@ -196,10 +195,11 @@ public enum ExtentosLocalTier {
     public static func autoChoice() -> AutoChoice {
         do {
             let d = try engine().autoChoice()
-            return AutoChoice(modelId: d.modelId, isLocal: d.isLocal, cloudReason: d.cloudReason, downloadTarget: d.downloadTarget)
+            return AutoChoice(modelId: d.modelId, cloudReason: d.cloudReason.map(CloudFallbackReason.init), downloadTarget: d.downloadTarget)
         } catch {
+            // No store or catalog: no rung can be used; storeProblem says why.
             note(error)
-            return AutoChoice(modelId: nil, isLocal: false, cloudReason: .noEligibleRungs, downloadTarget: nil)
+            return .cloud(.noEligibleRungs)
         }
     }
 
@@ -267,11 +267,20 @@ public enum ExtentosLocalTier {
     }
 
     /// The SDK seam's view of this tier.
-    struct Provider: LocalTierProvider {
-        var name: String { "GlassesLocal" }
-        func route() -> LocalTierRoute {
-            let choice = ExtentosLocalTier.autoChoice()
-            return LocalTierRoute(modelId: choice.modelId, cloudReason: choice.cloudReason?.rawValue)
+    struct Tier: LocalModelTier {
+        func autoChoice() -> AutoChoice { ExtentosLocalTier.autoChoice() }
+    }
+}
+
+extension CloudFallbackReason {
+    /// The engine's reasons are the SDK's, case for case.
+    init(_ reason: AutoDecision.Reason) {
+        switch reason {
+        case .belowQualityFloor: self = .belowQualityFloor
+        case .insufficientMemoryNow: self = .insufficientMemoryNow
+        case .weightsNotPresent: self = .weightsNotPresent
+        case .noEligibleRungs: self = .noEligibleRungs
+        case .insufficientStorage: self = .insufficientStorage
         }
     }
 }

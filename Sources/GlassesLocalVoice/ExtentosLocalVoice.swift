@@ -2,19 +2,22 @@ import Foundation
 import GlassesCore
 import GlassesLocal
 import LocalModelKit
-import Synchronization
 
 /// The on-device voice (Kokoro) as the SDK sees it.
 public enum ExtentosLocalVoice {
-    private static let registered = Mutex(false)
-
-    /// Makes the on-device voice known to the SDK. Call it before `Extentos.create(config:)`.
-    public static func register() {
-        registered.withLock { $0 = true }
+    /// Makes the on-device voice known to the SDK. Call it before `Extentos.create(config:)`:
+    /// an instance created earlier keeps the cloud voice, and a diagnostic naming that
+    /// `create` call is printed and kept in `Extentos.diagnostics`. Free: no I/O.
+    public static func register(fileID: String = #fileID, line: Int = #line) {
+        LocalTierRegistry.register(voice: Tier(), site: "\(fileID):\(line)")
     }
 
     /// Whether ``register()`` ran.
-    public static var isRegistered: Bool { registered.withLock { $0 } }
+    public static var isRegistered: Bool { LocalTierRegistry.isRegistered(.voice) }
+
+    struct Tier: LocalVoiceTier {
+        func isInstalled() -> Bool { KokoroVoiceModel.isInstalled() }
+    }
 
     /// The installed voice bundle's folder, or nil when it is not installed.
     public static var modelDirectory: URL? {

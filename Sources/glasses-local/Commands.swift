@@ -305,7 +305,7 @@ enum Commands {
             context.console.printJSON([
                 "modelId": JSONValue(decision.modelId), "isLocal": .bool(decision.isLocal),
                 "cloudReason": JSONValue(decision.cloudReason?.rawValue), "downloadTarget": JSONValue(decision.downloadTarget),
-                "steps": .array(decision.steps.map { .string($0) }),
+                "steps": .array(decision.steps.map { ["step": JSONValue($0.number), "rungId": JSONValue($0.rungId), "text": .string($0.text)] }),
                 "memory": ["physicalMb": JSONValue(memory.physicalMb), "availableMb": JSONValue(memory.availableMb),
                            "classBudgetMb": JSONValue(inputs.classBudgetMb), "source": .string(memory.source)],
                 "freeStorageBytes": .int(inputs.freeStorageBytes),
@@ -325,7 +325,7 @@ enum Commands {
             c.say("")
             c.say("memory: \(Format.mb(memory.physicalMb)) physical × \(engine.memoryShare) = class budget \(Format.mb(inputs.classBudgetMb)); \(Format.mb(memory.availableMb)) available now (from \(memory.source))")
             c.say("storage: \(Format.mb(Int(inputs.freeStorageBytes >> 20))) free in \(engine.layout.root)")
-            for step in decision.steps { c.say(step) }
+            for step in decision.steps { c.say(step.description) }
         }
         return .ok
     }

@@ -250,9 +250,14 @@ struct CLITests {
         } else {
             #expect(doc["downloadTarget"] is NSNull, "\(r)")
         }
-        let steps = try #require(doc["steps"] as? [String], "\(r)")
-        #expect(!steps.isEmpty)
-        #expect(steps.first?.hasPrefix("1. ") == true, "\(steps)")
+        let steps = try #require(doc["steps"] as? [[String: Any]], "\(r)")
+        #expect(steps.first?["step"] as? Int == 1, "\(r)")
+        #expect(steps.last?["step"] as? Int == (c.reason == "belowQualityFloor" ? 2 : 5), "\(r)")
+        #expect(steps.allSatisfy { ($0["text"] as? String)?.isEmpty == false }, "\(r)")
+        if c.reason != "belowQualityFloor" {
+            // Step 2 names the class rung the budget allows.
+            #expect(steps.first { $0["step"] as? Int == 2 }?["rungId"] as? String != nil, "\(r)")
+        }
         let memory = try #require(doc["memory"] as? [String: Any], "\(r)")
         #expect(memory["classBudgetMb"] as? Int == c.classBudgetMb)
         #expect(memory["physicalMb"] as? Int == c.physicalMb)
@@ -294,8 +299,9 @@ struct CLITests {
         // --explain with --json: the same steps, in the JSON only.
         let json = try sb.run(["auto", "--explain", "--json"], env: Self.lowMemory)
         #expect(json.status == 0, "\(json)")
-        let steps = try #require(try json.jsonObject()["steps"] as? [String])
-        #expect(steps.count == numbers.count)
+        let steps = try #require(try json.jsonObject()["steps"] as? [[String: Any]])
+        #expect(steps.compactMap { $0["step"] as? Int } == numbers)
+        #expect(steps.first { $0["step"] as? Int == 2 }?["rungId"] as? String == "local-qwen3-1.7b", "\(json)")
     }
 
     // MARK: doctor

@@ -79,28 +79,20 @@ struct FacadeTests {
         #expect(ExtentosLocalTier.deviceFit(for: "local-qwen3-1.7b").fits)
     }
 
-    @Test func registerBeforeCreateRoutesThroughTheLocalTier() throws {
+    @Test func anInstanceCreatedAfterRegisterAnswersWithTheTier() throws {
         defer { cleanUp() }
         ExtentosLocalTier.register()
-        let glasses = Extentos.create(config: ExtentosConfig())
-        #expect(glasses.localTierNames == ["GlassesLocal"])
-        #expect(LocalTierRegistry.lateRegistrations.isEmpty)
-        // Nothing installed: the cloud serves, and says the weights are missing (or, on a
-        // machine too small for any rung, that the memory is).
-        let route = glasses.localRoute()
-        #expect(route.modelId == nil)
-        #expect(route.cloudReason == ExtentosLocalTier.autoChoice().cloudReason?.rawValue)
-    }
-
-    @Test func createBeforeRegisterIsReportedNotIgnored() {
-        defer { cleanUp() }
-        let glasses = Extentos.create(config: ExtentosConfig())
-        ExtentosLocalTier.register()
-        #expect(glasses.localTierNames.isEmpty)
-        #expect(glasses.localRoute() == LocalTierRoute(modelId: nil, cloudReason: "localTierNotRegistered"))
-        #expect(LocalTierRegistry.lateRegistrations == ["GlassesLocal"])
-        // A client created afterwards sees the tier.
-        #expect(Extentos.create().localTierNames == ["GlassesLocal"])
+        let glasses = Extentos.create(config: ExtentosConfig(usedCapabilities: [.microphone, .speaker]))
+        #expect(glasses.localTier == .available)
+        #expect(glasses.usedCapabilities == [.microphone, .speaker])
+        #expect(Extentos.diagnostics.isEmpty)
+        // The handle asks the tier each time: an install shows up in its next answer.
+        #expect(glasses.autoChoice() == ExtentosLocalTier.autoChoice())
+        try markInstalled("local-qwen3-1.7b", kind: .llm)
+        let choice = glasses.autoChoice()
+        #expect(choice == ExtentosLocalTier.autoChoice())
+        #expect(choice.cloudReason != .localTierNotRegistered)
+        #expect(choice.cloudReason != .weightsNotPresent, "a rung is installed now: \(choice)")
     }
 
     @Test func voiceFacadeReportsTheBundle() throws {

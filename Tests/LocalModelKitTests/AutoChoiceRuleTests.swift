@@ -22,18 +22,20 @@ struct AutoChoiceRuleTests {
         var now: Int
         var free: Int64
         var modelId: String?
-        var reason: CloudFallbackReason?
+        var reason: AutoDecision.Reason?
         var target: String?
+        /// The step numbers the rule reaches, in order (4 is skipped when step 3 answers).
+        var steps: [Int] = [1, 2, 3, 4, 5]
         var testDescription: String { name }
     }
 
     static let cases: [Case] = [
         Case(name: "empty catalog", rungs: [], budget: 8000, now: 8000, free: 100 * gb,
-             modelId: nil, reason: .noEligibleRungs, target: nil),
+             modelId: nil, reason: .noEligibleRungs, target: nil, steps: [1]),
         Case(name: "only non-eligible rungs", rungs: ladder().map { var r = $0; r.autoEligible = false; return r },
-             budget: 8000, now: 8000, free: 100 * gb, modelId: nil, reason: .noEligibleRungs, target: nil),
+             budget: 8000, now: 8000, free: 100 * gb, modelId: nil, reason: .noEligibleRungs, target: nil, steps: [1]),
         Case(name: "2 GB phone: below the quality floor", rungs: ladder(), budget: 1000, now: 1000, free: 100 * gb,
-             modelId: nil, reason: .belowQualityFloor, target: nil),
+             modelId: nil, reason: .belowQualityFloor, target: nil, steps: [1, 2]),
         Case(name: "4 GB device, nothing installed", rungs: ladder(), budget: 2048, now: 3000, free: 100 * gb,
              modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-1.7b"),
         Case(name: "16 GB device, nothing installed", rungs: ladder(), budget: 8000, now: 9000, free: 100 * gb,
@@ -43,7 +45,7 @@ struct AutoChoiceRuleTests {
         Case(name: "memory now steps down to an installed 4B", rungs: ladder(installed: ["local-qwen3-8b", "local-qwen3-4b"]),
              budget: 8000, now: 3000, free: 100 * gb, modelId: "local-qwen3-4b", reason: nil, target: nil),
         Case(name: "memory now too small for any rung", rungs: ladder(installed: ["local-qwen3-8b"]), budget: 8000, now: 1000,
-             free: 100 * gb, modelId: nil, reason: .insufficientMemoryNow, target: nil),
+             free: 100 * gb, modelId: nil, reason: .insufficientMemoryNow, target: nil, steps: [1, 2, 3, 5]),
         Case(name: "session rung missing, smaller installed: local with an upgrade target",
              rungs: ladder(installed: ["local-qwen3-1.7b"]), budget: 8000, now: 9000, free: 100 * gb,
              modelId: "local-qwen3-1.7b", reason: nil, target: "local-qwen3-8b"),
@@ -58,6 +60,27 @@ struct AutoChoiceRuleTests {
         Case(name: "storage short but a smaller rung installed: local, no target",
              rungs: ladder(installed: ["local-qwen3-1.7b"], need: ["local-qwen3-8b": 5 * gb, "local-qwen3-4b": 3 * gb]),
              budget: 8000, now: 9000, free: 1 * gb, modelId: "local-qwen3-1.7b", reason: nil, target: nil),
+        Case(name: "memory now too small, class rung missing: cloud, but the target is still named",
+             rungs: ladder(), budget: 8000, now: 1000, free: 100 * gb,
+             modelId: nil, reason: .insufficientMemoryNow, target: "local-qwen3-8b", steps: [1, 2, 3, 5]),
+        Case(name: "memory now steps down past a missing 4B to an installed 1.7B, upgrade target 8B",
+             rungs: ladder(installed: ["local-qwen3-1.7b"]), budget: 8000, now: 3000, free: 100 * gb,
+             modelId: "local-qwen3-1.7b", reason: nil, target: "local-qwen3-8b"),
+        Case(name: "memory now steps down, nothing small enough installed: weightsNotPresent even though the 8B is",
+             rungs: ladder(installed: ["local-qwen3-8b"]), budget: 8000, now: 2000, free: 100 * gb,
+             modelId: nil, reason: .weightsNotPresent, target: nil),
+        Case(name: "a half-downloaded class rung needs only its remaining bytes",
+             rungs: ladder(need: ["local-qwen3-8b": 1 * gb]), budget: 8000, now: 9000, free: 2 * gb,
+             modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-8b"),
+        Case(name: "class rung too big for storage, a bigger-than-fitting rung installed: no smaller target",
+             rungs: ladder(installed: ["local-qwen3-4b"], need: ["local-qwen3-8b": 5 * gb, "local-qwen3-1.7b": 1 * gb]),
+             budget: 8000, now: 9000, free: 2 * gb, modelId: "local-qwen3-4b", reason: nil, target: nil),
+        Case(name: "storage blocks every download, and memory now is short too: memory is the reason",
+             rungs: ladder(need: ["local-qwen3-8b": 5 * gb, "local-qwen3-4b": 3 * gb, "local-qwen3-1.7b": 2 * gb]),
+             budget: 8000, now: 1000, free: 1 * gb, modelId: nil, reason: .insufficientMemoryNow, target: nil, steps: [1, 2, 3, 5]),
+        Case(name: "4 GB device, storage fits only the 1.7B: target 1.7B",
+             rungs: ladder(need: ["local-qwen3-4b": 3 * gb, "local-qwen3-1.7b": 1 * gb]), budget: 3000, now: 3000, free: 2 * gb,
+             modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-1.7b"),
         Case(name: "exact budget boundary counts as fitting", rungs: ladder(installed: ["local-qwen3-4b"]), budget: 2900, now: 2900,
              free: 100 * gb, modelId: "local-qwen3-4b", reason: nil, target: nil),
     ]
@@ -69,7 +92,25 @@ struct AutoChoiceRuleTests {
         #expect(d.isLocal == (c.modelId != nil))
         #expect(d.cloudReason == c.reason)
         #expect(d.downloadTarget == c.target)
-        #expect(!d.steps.isEmpty)
+        #expect(d.steps.map(\.number) == c.steps, "\(d.steps.map(\.description))")
+        // A local answer is named by the step that chose it; a target by step 5.
+        if let id = c.modelId { #expect(d.steps.first { $0.number == 4 }?.rungId == id) }
+        #expect(d.steps.last.map { $0.number == 5 ? $0.rungId == c.target : true } == true)
+    }
+
+    /// Every reason the engine can give is reachable from the table.
+    @Test func everyReasonIsCovered() {
+        let reached = Set(Self.cases.compactMap(\.reason))
+        #expect(reached == Set(AutoDecision.Reason.allCases))
+    }
+
+    @Test func tiesOnRequiredMbKeepCatalogOrder() {
+        let rungs = [LadderRung(id: "a", requiredMb: 1000, autoEligible: true, isInstalled: true, storageNeededBytes: 0),
+                     LadderRung(id: "b", requiredMb: 1000, autoEligible: true, isInstalled: false, storageNeededBytes: Self.gb)]
+        let d = AutoChoiceRule.decide(AutoChoiceInputs(rungs: rungs, classBudgetMb: 4000, availableNowMb: 4000, freeStorageBytes: 10 * Self.gb))
+        // "b" is listed later, so it is the class rung; "a" below it serves meanwhile.
+        #expect(d.modelId == "a")
+        #expect(d.downloadTarget == "b")
     }
 
     @Test func catalogOrderDoesNotMatter() {
@@ -81,8 +122,12 @@ struct AutoChoiceRuleTests {
 
     @Test func explainNamesEveryStepItReached() {
         let d = AutoChoiceRule.decide(AutoChoiceInputs(rungs: Self.ladder(), classBudgetMb: 2048, availableNowMb: 3000, freeStorageBytes: 100 * Self.gb))
-        #expect(d.steps.map { $0.prefix(2) } == ["1.", "2.", "3.", "4.", "5."])
-        #expect(d.steps[1].contains("local-qwen3-1.7b"))
-        #expect(d.steps[3].contains("weightsNotPresent"))
+        #expect(d.steps.map(\.description).map { $0.prefix(3) } == ["1. ", "2. ", "3. ", "4. ", "5. "])
+        #expect(d.steps[1].rungId == "local-qwen3-1.7b")
+        #expect(d.steps[1].text.contains("class budget 2048 MiB"))
+        #expect(d.steps[2].rungId == "local-qwen3-1.7b")
+        #expect(d.steps[3].text.contains("weightsNotPresent"))
+        #expect(d.steps[4].rungId == "local-qwen3-1.7b")
+        #expect(d.steps[4].text.contains("download target local-qwen3-1.7b"))
     }
 }

@@ -1,19 +1,3 @@
-/// Why the cloud must serve instead of a local model.
-public enum CloudFallbackReason: String, Sendable, CaseIterable, Equatable {
-    /// No auto-eligible rung fits the device's memory class.
-    case belowQualityFloor
-    /// The class rung exists, but memory available right now is too small for any rung.
-    case insufficientMemoryNow
-    /// The right rung (and every smaller usable one) is not downloaded.
-    case weightsNotPresent
-    /// The catalog has no auto-eligible rungs.
-    case noEligibleRungs
-    /// Nothing usable is installed and no eligible rung's download fits free storage.
-    case insufficientStorage
-    /// Asked through the SDK seam before `ExtentosLocalTier.register()` ran.
-    case localTierNotRegistered
-}
-
 /// A ladder rung as the rule sees it: plain values only.
 public struct LadderRung: Sendable, Equatable {
     public var id: String
@@ -50,83 +34,110 @@ public struct AutoChoiceInputs: Sendable, Equatable {
 
 /// The rule's answer, with the reasoning for `auto --explain`.
 public struct AutoDecision: Sendable, Equatable {
+    /// Why the cloud must serve (the SDK's `CloudFallbackReason`, case for case).
+    public enum Reason: String, Sendable, CaseIterable, Equatable {
+        case belowQualityFloor, insufficientMemoryNow, weightsNotPresent, noEligibleRungs, insufficientStorage
+    }
+
+    /// One step of the rule as it ran.
+    public struct Step: Sendable, Equatable, CustomStringConvertible {
+        /// The DESIGN's step number, 1–5.
+        public var number: Int
+        /// The rung the step settled on, if any.
+        public var rungId: String?
+        public var text: String
+
+        public var description: String { "\(number). \(text)" }
+    }
+
     public var modelId: String?
-    public var isLocal: Bool
-    public var cloudReason: CloudFallbackReason?
+    public var isLocal: Bool { modelId != nil }
+    public var cloudReason: Reason?
     public var downloadTarget: String?
-    /// One line per step of the rule, in order.
-    public var steps: [String]
+    /// Every step that ran, in order; step 5 (the download target) always comes last.
+    public var steps: [Step]
 }
 
 /// The autoChoice rule of the DESIGN, as a pure function.
 public enum AutoChoiceRule {
     public static func decide(_ input: AutoChoiceInputs) -> AutoDecision {
-        var steps: [String] = []
-        // Ties on requiredMb keep catalog order: the later rung wins, as the ladder lists smallest first.
+        var steps: [AutoDecision.Step] = []
+        func step(_ number: Int, _ rung: LadderRung?, _ text: String) {
+            steps.append(AutoDecision.Step(number: number, rungId: rung?.id, text: text))
+        }
+        func step(_ number: Int, _ text: String) { step(number, nil, text) }
+        func answer(_ modelId: String?, _ reason: AutoDecision.Reason?, target: String?) -> AutoDecision {
+            AutoDecision(modelId: modelId, cloudReason: modelId == nil ? reason : nil, downloadTarget: target, steps: steps)
+        }
+        // Smallest first; ties on requiredMb keep catalog order, so "below" is by position.
         let eligible = input.rungs.enumerated()
             .filter { $0.element.autoEligible }
             .sorted { ($0.element.requiredMb, $0.offset) < ($1.element.requiredMb, $1.offset) }
             .map(\.element)
 
-        func cloud(_ reason: CloudFallbackReason, target: String? = nil) -> AutoDecision {
-            AutoDecision(modelId: nil, isLocal: false, cloudReason: reason, downloadTarget: target, steps: steps)
-        }
-
         // 1. Eligible rungs.
         guard !eligible.isEmpty else {
-            steps.append("1. no auto-eligible rungs in the catalog → cloud (noEligibleRungs)")
-            return cloud(.noEligibleRungs)
+            step(1, "no auto-eligible rungs in the catalog → cloud (noEligibleRungs)")
+            return answer(nil, .noEligibleRungs, target: nil)
         }
-        steps.append("1. auto-eligible rungs: " + eligible.map { "\($0.id) (\($0.requiredMb) MiB)" }.joined(separator: ", "))
+        step(1, "auto-eligible rungs: " + eligible.map { "\($0.id) (\($0.requiredMb) MiB)" }.joined(separator: ", "))
 
-        // 2. Class rung.
-        guard let classRung = eligible.last(where: { $0.requiredMb <= input.classBudgetMb }) else {
-            steps.append("2. class budget \(input.classBudgetMb) MiB: no rung fits → cloud (belowQualityFloor)")
-            return cloud(.belowQualityFloor)
+        // 2. Class rung: the largest within the memory class budget.
+        guard let classIndex = eligible.lastIndex(where: { $0.requiredMb <= input.classBudgetMb }) else {
+            step(2, "class budget \(input.classBudgetMb) MiB: no rung fits → cloud (belowQualityFloor)")
+            return answer(nil, .belowQualityFloor, target: nil)
         }
-        steps.append("2. class budget \(input.classBudgetMb) MiB → class rung \(classRung.id) (\(classRung.requiredMb) MiB)")
+        let classRung = eligible[classIndex]
+        step(2, classRung, "class budget \(input.classBudgetMb) MiB → class rung \(classRung.id) (\(classRung.requiredMb) MiB)")
 
-        // 5 (computed early, reported last). Download target.
-        var target: String?
-        var targetNote: String
-        if classRung.isInstalled {
-            targetNote = "5. class rung \(classRung.id) is installed → nothing to download"
-        } else if classRung.storageNeededBytes <= input.freeStorageBytes {
-            target = classRung.id
-            targetNote = "5. download target \(classRung.id): needs \(mb(classRung.storageNeededBytes)) MiB, \(free(input.freeStorageBytes)) MiB free"
-        } else if let smaller = eligible.last(where: {
-            $0.requiredMb <= classRung.requiredMb && $0.id != classRung.id && !$0.isInstalled && $0.storageNeededBytes <= input.freeStorageBytes
-        }) {
-            target = smaller.id
-            targetNote = "5. \(classRung.id) needs \(mb(classRung.storageNeededBytes)) MiB but \(free(input.freeStorageBytes)) MiB is free → download target \(smaller.id) (\(mb(smaller.storageNeededBytes)) MiB)"
-        } else {
-            targetNote = "5. \(classRung.id) needs \(mb(classRung.storageNeededBytes)) MiB but \(free(input.freeStorageBytes)) MiB is free, and no smaller eligible rung fits → no download target"
+        // 5 (worked out now, reported last): what to download.
+        let target = downloadTarget(eligible[...classIndex], free: input.freeStorageBytes)
+
+        // 3. Session rung: memory available now may only step down.
+        guard let sessionIndex = eligible[...classIndex].lastIndex(where: { $0.requiredMb <= input.availableNowMb }) else {
+            step(3, "available now \(input.availableNowMb) MiB: no rung up to the class rung fits → cloud (insufficientMemoryNow)")
+            step(5, target.rung, target.text)
+            return answer(nil, .insufficientMemoryNow, target: target.rung?.id)
         }
-        let storageBlocked = !classRung.isInstalled && target == nil
+        let sessionRung = eligible[sessionIndex]
+        step(3, sessionRung, "available now \(input.availableNowMb) MiB → session rung \(sessionRung.id) (\(sessionRung.requiredMb) MiB)")
 
-        // 3. Session rung.
-        guard let sessionRung = eligible.last(where: { $0.requiredMb <= classRung.requiredMb && $0.requiredMb <= input.availableNowMb }) else {
-            steps.append("3. available now \(input.availableNowMb) MiB: no rung up to the class rung fits → cloud (insufficientMemoryNow)")
-            steps.append(targetNote)
-            return cloud(.insufficientMemoryNow, target: target)
-        }
-        steps.append("3. available now \(input.availableNowMb) MiB → session rung \(sessionRung.id) (\(sessionRung.requiredMb) MiB)")
-
-        // 4. Installed?
+        // 4. Installed? The session rung, else the largest installed rung below it.
         if sessionRung.isInstalled {
-            steps.append("4. \(sessionRung.id) is installed → local \(sessionRung.id)")
-            steps.append(targetNote)
-            return AutoDecision(modelId: sessionRung.id, isLocal: true, cloudReason: nil, downloadTarget: target, steps: steps)
+            step(4, sessionRung, "\(sessionRung.id) is installed → local \(sessionRung.id)")
+            step(5, target.rung, target.text)
+            return answer(sessionRung.id, nil, target: target.rung?.id)
         }
-        if let fallback = eligible.last(where: { $0.requiredMb < sessionRung.requiredMb && $0.isInstalled }) {
-            steps.append("4. \(sessionRung.id) is not installed; largest installed smaller rung \(fallback.id) → local \(fallback.id)")
-            steps.append(targetNote)
-            return AutoDecision(modelId: fallback.id, isLocal: true, cloudReason: nil, downloadTarget: target, steps: steps)
+        if let fallback = eligible[..<sessionIndex].last(where: \.isInstalled) {
+            step(4, fallback, "\(sessionRung.id) is not installed; largest installed rung below it is \(fallback.id) → local \(fallback.id)")
+            step(5, target.rung, target.text)
+            return answer(fallback.id, nil, target: target.rung?.id)
         }
-        let reason: CloudFallbackReason = storageBlocked ? .insufficientStorage : .weightsNotPresent
-        steps.append("4. \(sessionRung.id) is not installed and no smaller rung is → cloud (\(reason.rawValue))")
-        steps.append(targetNote)
-        return cloud(reason, target: target)
+        let reason: AutoDecision.Reason = target.storageBlocked ? .insufficientStorage : .weightsNotPresent
+        step(4, "\(sessionRung.id) is not installed, nor any rung below it → cloud (\(reason.rawValue))")
+        step(5, target.rung, target.text)
+        return answer(nil, reason, target: target.rung?.id)
+    }
+
+    /// Step 5 over the rungs up to the class rung (the last one).
+    private static func downloadTarget(_ rungs: ArraySlice<LadderRung>, free: Int64) -> (rung: LadderRung?, storageBlocked: Bool, text: String) {
+        guard let classRung = rungs.last else { return (nil, false, "no class rung") }
+        if classRung.isInstalled {
+            return (nil, false, "class rung \(classRung.id) is installed → nothing to download")
+        }
+        let short = "\(classRung.id) needs \(mb(classRung.storageNeededBytes)) MiB of storage, \(self.free(free)) MiB is free"
+        if classRung.storageNeededBytes <= free {
+            return (classRung, false, "download target \(classRung.id): needs \(mb(classRung.storageNeededBytes)) MiB of storage, \(self.free(free)) MiB is free")
+        }
+        // The largest smaller rung that is installed or whose download fits. An installed one
+        // means nothing smaller is worth fetching.
+        guard let best = rungs.dropLast().last(where: { $0.isInstalled || $0.storageNeededBytes <= free }) else {
+            return (nil, true, short + ", and no smaller eligible rung fits → no download target")
+        }
+        if best.isInstalled {
+            return (nil, false, short + "; the largest smaller rung that fits, \(best.id), is installed → no download target")
+        }
+        return (best, false, short + " → download target \(best.id) (needs \(mb(best.storageNeededBytes)) MiB)")
     }
 
     /// Needed space rounds up, free space rounds down: never promise more than there is.

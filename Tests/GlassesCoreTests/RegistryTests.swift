@@ -1,0 +1,167 @@
+import Synchronization
+import Testing
+@testable import GlassesCore
+
+/// The register-before-create contract, on private registries (the process-wide one is
+/// exercised in child processes by GlassesLocalTests/SeamOrderTests).
+struct RegistryTests {
+    /// A tier that answers a fixed choice: the seam's contract is "ask the registered tier".
+    struct FixedTier: LocalModelTier {
+        var choice: AutoChoice
+        func autoChoice() -> AutoChoice { choice }
+    }
+
+    struct Voice: LocalVoiceTier {
+        func isInstalled() -> Bool { false }
+    }
+
+    /// Collects what the registry would print to standard error.
+    final class Reports: Sendable {
+        let lines = Mutex<[String]>([])
+        var all: [String] { lines.withLock { $0 } }
+        func registry(environment: [String: String] = [:]) -> TierRegistry {
+            TierRegistry(environment: { environment[$0] }, report: { line in self.lines.withLock { $0.append(line) } })
+        }
+    }
+
+    static let local = AutoChoice(modelId: "local-qwen3-4b", cloudReason: nil, downloadTarget: "local-qwen3-8b")
+
+    @Test func registerThenCreateUsesTheTier() {
+        let reports = Reports()
+        let registry = reports.registry()
+        #expect(registry.register(models: FixedTier(choice: Self.local), site: "App/App.swift:10") == .registered)
+        let glasses = Extentos.make(config: ExtentosConfig(), site: "App/App.swift:11", registry: registry)
+        #expect(glasses.localTier == .available)
+        #expect(glasses.localVoice == .unavailable(.notRegistered))
+        #expect(glasses.autoChoice() == Self.local)
+        #expect(glasses.createdAt == "App/App.swift:11")
+        #expect(registry.diagnostics.isEmpty)
+        #expect(reports.all.isEmpty)
+    }
+
+    @Test func createThenRegisterIsReportedOnceNamingTheCreateCall() throws {
+        let reports = Reports()
+        let registry = reports.registry()
+        let early = Extentos.make(config: ExtentosConfig(), site: "MyApp/MyApp.swift:14", registry: registry)
+        let outcome = registry.register(models: FixedTier(choice: Self.local), site: "MyApp/MyApp.swift:21")
+        guard case .late(let diagnostic, strict: false) = outcome else {
+            Issue.record("expected a late registration, got \(outcome)")
+            return
+        }
+        #expect(diagnostic.code == .registeredAfterCreate)
+        #expect(diagnostic.tier == .models)
+        #expect(diagnostic.createSite == "MyApp/MyApp.swift:14")
+        #expect(diagnostic.registerSite == "MyApp/MyApp.swift:21")
+        #expect(diagnostic.instancesAffected == 1)
+        // What happened, what it means, and the fix — all in the one message.
+        let message = diagnostic.message
+        #expect(message.contains("ExtentosLocalTier.register() ran at MyApp/MyApp.swift:21"))
+        #expect(message.contains("after Extentos.create(...) at MyApp/MyApp.swift:14"))
+        #expect(message.contains("serves every local model from the cloud"))
+        #expect(message.contains("localTierNotRegistered"))
+        #expect(message.contains("declare the handle without an initializer"))
+        #expect(message.contains("assign it in init() after the register() calls"))
+        #expect(message.contains("EXTENTOS_STRICT_ORDER=1"))
+        #expect(reports.all == [message])
+        #expect(registry.diagnostics == [diagnostic])
+
+        // The early instance keeps serving from the cloud and says why.
+        #expect(early.localTier == .unavailable(.registeredAfterCreate(registerSite: "MyApp/MyApp.swift:21")))
+        #expect(early.autoChoice() == .cloud(.localTierNotRegistered))
+        // A later instance has the tier.
+        let later = Extentos.make(config: ExtentosConfig(), site: "MyApp/MyApp.swift:30", registry: registry)
+        #expect(later.localTier == .available)
+        #expect(later.autoChoice() == Self.local)
+
+        // Registering again changes nothing and prints nothing more.
+        #expect(registry.register(models: FixedTier(choice: .cloud(.weightsNotPresent)), site: "MyApp/MyApp.swift:40") == .alreadyRegistered)
+        #expect(reports.all.count == 1)
+        #expect(later.autoChoice() == Self.local, "the first registration stays")
+    }
+
+    @Test func neverRegisteredIsNotADiagnostic() {
+        let reports = Reports()
+        let registry = reports.registry()
+        let glasses = Extentos.make(config: ExtentosConfig(), site: "A.swift:1", registry: registry)
+        #expect(glasses.localTier == .unavailable(.notRegistered))
+        #expect(glasses.autoChoice() == .cloud(.localTierNotRegistered))
+        #expect(registry.diagnostics.isEmpty)
+        #expect(reports.all.isEmpty)
+    }
+
+    @Test func severalEarlyInstancesAreCountedAndTheFirstIsNamed() throws {
+        let reports = Reports()
+        let registry = reports.registry()
+        for line in [5, 6, 7] { _ = Extentos.make(config: ExtentosConfig(), site: "A.swift:\(line)", registry: registry) }
+        registry.register(models: FixedTier(choice: Self.local), site: "A.swift:9")
+        let diagnostic = try #require(registry.diagnostics.first)
+        #expect(diagnostic.createSite == "A.swift:5")
+        #expect(diagnostic.instancesAffected == 3)
+        #expect(diagnostic.message.contains("That instance and 2 others created before A.swift:9 serve every local model"))
+    }
+
+    @Test func theVoiceTierHasItsOwnDiagnostic() throws {
+        let reports = Reports()
+        let registry = reports.registry()
+        registry.register(models: FixedTier(choice: Self.local), site: "A.swift:1")
+        let glasses = Extentos.make(config: ExtentosConfig(), site: "A.swift:2", registry: registry)
+        registry.register(voice: Voice(), site: "A.swift:3")
+        #expect(glasses.localTier == .available)
+        #expect(glasses.localVoice == .unavailable(.registeredAfterCreate(registerSite: "A.swift:3")))
+        let diagnostic = try #require(registry.diagnostics.first)
+        #expect(registry.diagnostics.count == 1)
+        #expect(diagnostic.tier == .voice)
+        #expect(diagnostic.message.contains("ExtentosLocalVoice.register() ran at A.swift:3"))
+        #expect(diagnostic.message.contains("cloud voice"))
+    }
+
+    /// Creates and registrations racing on many threads: every instance ends up either
+    /// with the tier or counted in the one diagnostic, never both, never neither.
+    @Test func racingCreatesAndRegistrationsStayConsistent() async {
+        for _ in 0..<20 {
+            let reports = Reports()
+            let registry = reports.registry()
+            let instances = await withTaskGroup(of: [Extentos.Instance].self) { group in
+                for t in 0..<8 {
+                    group.addTask {
+                        if t % 2 == 0 {
+                            for _ in 0..<50 { registry.register(models: FixedTier(choice: Self.local), site: "R.swift:\(t)") }
+                            return []
+                        }
+                        return (0..<50).map { _ in Extentos.make(config: ExtentosConfig(), site: "C.swift:\(t)", registry: registry) }
+                    }
+                }
+                var all: [Extentos.Instance] = []
+                for await batch in group { all += batch }
+                return all
+            }
+            let without = instances.filter { !$0.localTier.isAvailable }
+            #expect(instances.count == 200)
+            #expect(registry.diagnostics.count == (without.isEmpty ? 0 : 1))
+            #expect(registry.diagnostics.first?.instancesAffected ?? 0 == without.count)
+            #expect(reports.all.count == registry.diagnostics.count)
+            #expect(without.allSatisfy { $0.autoChoice() == AutoChoice.cloud(.localTierNotRegistered) })
+            #expect(instances.filter { $0.localTier.isAvailable }.allSatisfy { $0.autoChoice() == Self.local })
+        }
+    }
+
+    @Test func autoChoiceKeepsItsFieldsConsistent() {
+        let local = AutoChoice(modelId: "m", cloudReason: .weightsNotPresent, downloadTarget: nil)
+        #expect(local.isLocal)
+        #expect(local.cloudReason == nil, "a local answer carries no cloud reason")
+        let cloud = AutoChoice.cloud(.insufficientStorage)
+        #expect(!cloud.isLocal)
+        #expect(cloud.modelId == nil)
+        #expect(cloud.cloudReason == .insufficientStorage)
+    }
+
+    @Test func theDefaultConfigurationIsTheDocumentedOne() {
+        let config = ExtentosConfig()
+        #expect(config.appId == nil)
+        #expect(config.transport == .auto)
+        #expect(config.usedCapabilities.isEmpty, "empty by default, as the iOS SDK documents")
+        #expect(!config.debug)
+        #expect(!config.strictRegistrationOrder)
+        #expect(TierRegistry.isTrue("1") && TierRegistry.isTrue("TRUE") && !TierRegistry.isTrue("0") && !TierRegistry.isTrue(nil))
+    }
+}
