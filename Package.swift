@@ -32,7 +32,7 @@ let package = Package(
         .executableTarget(name: "glasses-local", dependencies: ["LocalModelKit"]),
 
         // Benchmark driver for Scripts/bench (not a product).
-        .executableTarget(name: "glasses-local-bench", dependencies: ["LocalModelKit"]),
+        .executableTarget(name: "glasses-local-bench", dependencies: ["LocalModelKit", "GlassesCore", "GlassesLocal"]),
         // Test-only: a second process that hammers a records database (P9 tests).
         .executableTarget(
             name: "records-stress",

@@ -113,18 +113,34 @@ public final class LocalModelEngine: Sendable {
 
     // MARK: Queries
 
+    /// What start-up queries read: one records snapshot and one `statvfs`.
+    private struct Snapshot {
+        var installs: [String: InstallRecord]
+        var reservations: [(modelId: String, pid: Int32, bytes: Int64)]
+        var space: FilesystemSpace
+        var reservedBytes: Int64 { reservations.reduce(0) { $0 + $1.bytes } }
+    }
+
+    private func snapshot() throws -> Snapshot {
+        let (installs, reservations) = try existingRecords()?.read { ctx in
+            (try ctx.installs(), try ctx.reservations())
+        } ?? ([], [])
+        return Snapshot(installs: Dictionary(installs.map { ($0.modelId, $0) }, uniquingKeysWith: { a, _ in a }),
+                        reservations: reservations, space: try probe.space(at: layout.root))
+    }
+
     /// Every catalog model with its install state and storage fit.
     public func models() throws -> [ModelStatus] {
-        let records = try existingRecords()
-        let installs = try records?.installs() ?? []
-        let byId = Dictionary(installs.map { ($0.modelId, $0) }, uniquingKeysWith: { a, _ in a })
-        let space = try probe.space(at: layout.root)
-        let reservations = try records?.read { try $0.reservations() } ?? []
+        try models(in: snapshot())
+    }
+
+    private func models(in snap: Snapshot) -> [ModelStatus] {
+        let reserved = snap.reservedBytes
         return catalog.models.map { model in
-            let record = byId[model.id]
+            let record = snap.installs[model.id]
             let installed = isInstalled(model, record: record)
-            let reservedByOthers = reservations.filter { $0.modelId != model.id }.reduce(0) { $0 + $1.bytes }
-            let fit = storageFit(model, installed: installed, space: space, reservedByOthers: reservedByOthers)
+            let own = snap.reservations.first { $0.modelId == model.id }?.bytes ?? 0
+            let fit = storageFit(model, installed: installed, space: snap.space, reservedByOthers: reserved - own)
             return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit)
         }
     }
@@ -153,10 +169,9 @@ public final class LocalModelEngine: Sendable {
 
     /// The rule's inputs as read now (for `auto --explain` and tests).
     public func autoChoiceInputs() throws -> AutoChoiceInputs {
-        let statuses = try models().filter { $0.model.kind == .llm }
+        let snap = try snapshot()
+        let statuses = models(in: snap).filter { $0.model.kind == .llm }
         let memory = probe.memory()
-        let space = try probe.space(at: layout.root)
-        let reserved = try existingRecords()?.read { try $0.reservedBytes() } ?? 0
         return AutoChoiceInputs(
             rungs: statuses.map {
                 LadderRung(id: $0.model.id, requiredMb: $0.model.requiredMb, autoEligible: $0.model.autoEligible,
@@ -164,7 +179,7 @@ public final class LocalModelEngine: Sendable {
             },
             classBudgetMb: Int(Double(memory.physicalMb) * memoryShare),
             availableNowMb: memory.availableMb,
-            freeStorageBytes: max(0, space.availableBytes - reserved))
+            freeStorageBytes: max(0, snap.space.availableBytes - snap.reservedBytes))
     }
 
     /// The history, newest last.

@@ -3,10 +3,17 @@
 //
 //   glasses-local-bench startup-setup <dir> [models] [history]   writes <dir>/catalog.json and <dir>/store
 //   glasses-local-bench startup <dir> [runs]                      prints median/p90 timings
+//   glasses-local-bench facade-first                              one process's first register() +
+//                                                                 models() + autoChoice(), in ms
+//                                                                 (store and catalog from
+//                                                                 EXTENTOS_MODELS_DIR / EXTENTOS_CATALOG)
+//   glasses-local-bench facade-later [runs]                       the same calls after the first
 //   glasses-local-bench mirror <manifest.json> <dir>              writes every `files` entry of a
 //                                                                 manifest with its real size
 //                                                                 (synthetic content) under <dir>
 import Foundation
+import GlassesCore
+import GlassesLocal
 import LocalModelKit
 
 func fail(_ message: String) -> Never {
@@ -53,7 +60,61 @@ func summary(_ samples: [Double]) -> (median: Double, p90: Double) {
     return (s[s.count / 2], s[min(s.count - 1, Int(Double(s.count) * 0.9))])
 }
 
+/// What an app does at start-up, through the public facade.
+func appStartUp() -> Int {
+    ExtentosLocalTier.register()
+    let models = ExtentosLocalTier.models()
+    let choice = ExtentosLocalTier.autoChoice()
+    return models.count + (choice.isLocal ? 1 : 0)
+}
+
 let args = Array(CommandLine.arguments.dropFirst())
+switch args.first {
+case "facade-first":
+    var result = 0
+    let ms = timeIt { result = appStartUp() }
+    guard result >= 50, ExtentosLocalTier.storeProblem == nil else { fail("facade saw \(result) models: \(ExtentosLocalTier.storeProblem ?? "")") }
+    print(String(format: "%.3f", ms))
+    exit(0)
+case "phases":
+    // Where a fresh process's first call spends its time (engine-level, same steps as the facade).
+    let env = ProcessInfo.processInfo.environment
+    var t: [(String, Double)] = []
+    t.append(("environment", timeIt { _ = ProcessInfo.processInfo.environment }))
+    var catalog: Catalog?
+    t.append(("catalog", timeIt { catalog = try? CatalogLoader().load(contentsOf: env["EXTENTOS_CATALOG"] ?? "") }))
+    guard let catalog else { fail("catalog") }
+    let engine = LocalModelEngine(layout: StoreLayout(root: env["EXTENTOS_MODELS_DIR"] ?? ""), catalog: catalog, probe: SystemDeviceProbe(environment: env))
+    t.append(("open", timeIt { _ = try? engine.open() }))
+    t.append(("models", timeIt { _ = try? engine.models() }))
+    t.append(("models again", timeIt { _ = try? engine.models() }))
+    t.append(("memory", timeIt { _ = engine.probe.memory() }))
+    t.append(("space", timeIt { _ = try? engine.probe.space(at: engine.layout.root) }))
+    t.append(("autoChoice", timeIt { _ = try? engine.autoChoice() }))
+    t.append(("autoChoice again", timeIt { _ = try? engine.autoChoice() }))
+    print(t.map { String(format: "%@ %.3f", $0.0, $0.1) }.joined(separator: ", "))
+    func warm(_ name: String, _ body: () -> Void) {
+        var samples: [Double] = []
+        for _ in 0..<500 { samples.append(timeIt(body)) }
+        print(String(format: "warm %@: median %.4f ms", name, summary(samples).median))
+    }
+    warm("models") { _ = try? engine.models() }
+    warm("memory") { _ = engine.probe.memory() }
+    warm("installs") { _ = try? engine.open().records.installs() }
+    warm("reservedBytes") { _ = try? engine.open().records.read { try $0.reservedBytes() } }
+    warm("autoChoice") { _ = try? engine.autoChoice() }
+    exit(0)
+case "facade-later":
+    let runs = args.count > 1 ? Int(args[1]) ?? 1000 : 1000
+    _ = appStartUp()
+    var samples: [Double] = []
+    for _ in 0..<runs { samples.append(timeIt { _ = appStartUp() }) }
+    let s = summary(samples)
+    print(String(format: "register() + models() + autoChoice(), every call after the first: median %.3f ms, p90 %.3f ms (%d runs)", s.median, s.p90, runs))
+    exit(0)
+default:
+    break
+}
 guard let mode = args.first, args.count >= 2 else { fail("usage: glasses-local-bench startup-setup|startup <dir> [...]") }
 let dir = args[1]
 

@@ -84,14 +84,22 @@ private struct Validator {
     }
 
     /// Members of an object, reporting a type error, missing required keys and unknown keys.
-    mutating func object(_ value: JSONValue, at path: @autoclosure () -> String, required: [String], optional: [String] = []) -> [String: JSONValue]? {
+    /// An object's members with lookup by key. Catalog objects have a handful of keys, so a
+    /// linear scan beats hashing (this runs for every file entry at start-up).
+    struct Fields {
+        let members: [(key: String, value: JSONValue)]
+        subscript(key: String) -> JSONValue? {
+            for member in members where member.key == key { return member.value }
+            return nil
+        }
+    }
+
+    mutating func object(_ value: JSONValue, at path: @autoclosure () -> String, required: [String], optional: [String] = []) -> Fields? {
         guard case .object(let members) = value else {
             report(path(), "expected an object, found \(value.typeName)")
             return nil
         }
-        var dict: [String: JSONValue] = [:]
-        dict.reserveCapacity(members.count)
-        for member in members { dict[member.key] = member.value }
+        let dict = Fields(members: members)
         for key in required where dict[key] == nil {
             let note: String
             if key == "sha256" {
@@ -122,11 +130,24 @@ private struct Validator {
             return nil
         }
         // In UTF-8 every control character is a single byte below 0x20 (or 0x7F).
-        if s.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+        if Self.hasControlByte(s) {
             report(path(), "contains a control character (NUL, newline, …)")
             return nil
         }
         return s
+    }
+
+    /// Empty or only spaces (Unicode's, as `CharacterSet.whitespaces`); a name starting with a
+    /// visible ASCII character is answered without Foundation.
+    static func isBlank(_ s: String) -> Bool {
+        guard let first = s.utf8.first else { return true }
+        if first > 0x20 && first < 0x80 { return false }
+        return s.trimmingCharacters(in: .whitespaces).isEmpty
+    }
+
+    static func hasControlByte(_ s: String) -> Bool {
+        var s = s
+        return s.withUTF8 { bytes in bytes.contains { $0 < 0x20 || $0 == 0x7F } }
     }
 
     mutating func integer(_ value: JSONValue?, at path: @autoclosure () -> String, in range: ClosedRange<Int64>, unit: String = "") -> Int64? {
@@ -265,7 +286,7 @@ private struct Validator {
             }
         }
         let displayName = string(m["displayName"], at: "\(path()).displayName", maxLength: 200)
-        if displayName?.trimmingCharacters(in: .whitespaces).isEmpty == true {
+        if let name = displayName, Self.isBlank(name) {
             report("\(path()).displayName", "must not be empty")
         }
         let requiredMb = integer(m["requiredMb"], at: "\(path()).requiredMb", in: 1...1_048_576, unit: " MB")
@@ -292,8 +313,9 @@ private struct Validator {
         let before = issues.count
         var files: [CatalogFile] = []
         files.reserveCapacity(items.count)
-        var firstIndex: [String: Int] = [:]
-        var folded: [String: Int] = [:]
+        // Index of each path by its case-folded form: catches exact duplicates and paths that
+        // differ only in letter case with one hash per file.
+        var folded: [String: (index: Int, path: String)] = [:]
         var total: Int64 = 0
         let base = path()   // once per model; per-file paths are built only to report a problem
         for (n, item) in items.enumerated() {
@@ -307,17 +329,16 @@ private struct Validator {
             let size = integer(f["size"], at: "\(at()).size", in: 1...CatalogLoader.maxFileSize, unit: " bytes")
             let hash = sha256(f["sha256"], at: "\(at()).sha256", allowNull: true)
             if let p = filePath {
-                if let first = firstIndex[p] {
-                    report("\(at()).path", "duplicate path \"\(p)\" (also \(path())[\(first)])")
-                    continue
-                }
                 let lower = CatalogRules.foldedCase(p)
                 if let first = folded[lower] {
-                    report("\(at()).path", "\"\(p)\" differs only in letter case from \(path())[\(first)] (breaks on case-insensitive filesystems)")
+                    if first.path != p {
+                        report("\(at()).path", "\"\(p)\" differs only in letter case from \(path())[\(first.index)] (breaks on case-insensitive filesystems)")
+                    } else {
+                        report("\(at()).path", "duplicate path \"\(p)\" (also \(path())[\(first.index)])")
+                    }
                     continue
                 }
-                firstIndex[p] = n
-                folded[lower] = n
+                folded[lower] = (n, p)
             }
             if let p = filePath, let size, let hash {
                 total += size
@@ -325,11 +346,14 @@ private struct Validator {
             }
         }
         // A file cannot also be a folder of another file ("a" and "a/b").
+        // (Compared case-folded, as a case-insensitive filesystem would.)
         for file in files {
-            var prefix = Substring(file.path)
-            while let slash = prefix.lastIndex(of: "/") {
-                prefix = prefix[..<slash]
-                if let n = firstIndex[String(prefix)] {
+            let utf8 = file.path.utf8
+            var end = utf8.endIndex
+            while let slash = utf8[..<end].lastIndex(of: UInt8(ascii: "/")) {
+                end = slash
+                let prefix = String(file.path[..<slash])
+                if let n = folded[CatalogRules.foldedCase(prefix)]?.index {
                     report("\(path())[\(n)].path", "\"\(prefix)\" is a file but \"\(file.path)\" needs it to be a folder")
                 }
             }
@@ -384,7 +408,8 @@ extension Array where Element == String {
 /// The individual rules, shared by the loader and `catalog hash`.
 public enum CatalogRules {
     public static func isSHA256(_ s: String) -> Bool {
-        s.utf8.count == 64 && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+        var s = s
+        return s.withUTF8 { b in b.count == 64 && b.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) } }
     }
 
     /// Why `id` is not a safe model id (a folder name in the store), or nil.

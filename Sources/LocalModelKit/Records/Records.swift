@@ -333,8 +333,8 @@ public final class Records: Sendable {
         try connection.withLock { (db: inout SQLiteConnection) throws -> T in
             let conn = db
             do {
-                try conn.execute("BEGIN")
-                defer { if conn.isInTransaction { try? conn.execute("COMMIT") } }
+                try conn.query("BEGIN")
+                defer { if conn.isInTransaction { _ = try? conn.query("COMMIT") } }
                 return try body(ReadContext(db: conn))
             } catch let error as SQLiteError {
                 throw Records.classify(error, path: path)
@@ -395,6 +395,20 @@ public struct ReadContext {
 
     public func installs() throws -> [InstallRecord] {
         try db.query("SELECT \(Self.installColumns) FROM installs ORDER BY model_id").compactMap(Self.decodeInstall)
+    }
+
+    /// Every model's file rows, in one query (start-up repair checks them all).
+    public func allFiles() throws -> [String: [FileRecord]] {
+        var out: [String: [FileRecord]] = [:]
+        for row in try db.query("""
+            SELECT model_id, path, size, sha256, etag, last_modified, bytes_present, verified_sha256
+            FROM files ORDER BY model_id, path
+            """) {
+            let record = FileRecord(path: row[1].string ?? "", size: row[2].int64 ?? 0, sha256: row[3].string, etag: row[4].string,
+                                    lastModified: row[5].string, bytesPresent: row[6].int64 ?? 0, verifiedSha256: row[7].string)
+            out[row[0].string ?? "", default: []].append(record)
+        }
+        return out
     }
 
     public func files(_ modelId: String) throws -> [FileRecord] {

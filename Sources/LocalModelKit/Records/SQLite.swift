@@ -55,6 +55,10 @@ private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 /// One SQLite connection. Not Sendable: confine it to one thread, actor or lock.
 public final class SQLiteConnection {
     private let handle: OpaquePointer
+    /// Prepared statements by SQL text: start-up runs the same few queries many times, and
+    /// preparing costs more than running them. Bounded; cleared when full.
+    private var statements: [String: OpaquePointer] = [:]
+    private static let maxCachedStatements = 64
     /// The file this connection opened, for messages.
     public let path: String
 
@@ -78,7 +82,24 @@ public final class SQLiteConnection {
         sqlite3_busy_timeout(db, busyTimeoutMs)
     }
 
-    deinit { sqlite3_close_v2(handle) }
+    deinit {
+        for stmt in statements.values { sqlite3_finalize(stmt) }
+        sqlite3_close_v2(handle)
+    }
+
+    /// A prepared statement for `sql`, from the cache or newly prepared (and cached).
+    private func statement(_ sql: String) throws(SQLiteError) -> OpaquePointer {
+        if let stmt = statements[sql] { return stmt }
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v2(handle, sql, -1, &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else { throw error(rc, "prepare \(sql.prefix(60))") }
+        if statements.count >= Self.maxCachedStatements {
+            for old in statements.values { sqlite3_finalize(old) }
+            statements.removeAll(keepingCapacity: true)
+        }
+        statements[sql] = stmt
+        return stmt
+    }
 
     /// Builds an error from the connection's last message.
     private func error(_ rc: Int32, _ what: String) -> SQLiteError {
@@ -96,13 +117,15 @@ public final class SQLiteConnection {
         }
     }
 
-    /// Runs one statement with bound values and returns every row.
+    /// Runs one statement with bound values and returns every row. The statement is
+    /// prepared once per connection and reset after each use.
     @discardableResult
     public func query(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) -> [SQLiteRow] {
-        var stmt: OpaquePointer?
-        let rc = sqlite3_prepare_v2(handle, sql, -1, &stmt, nil)
-        guard rc == SQLITE_OK, let stmt else { throw error(rc, "prepare \(sql.prefix(60))") }
-        defer { sqlite3_finalize(stmt) }
+        let stmt = try statement(sql)
+        defer {
+            sqlite3_reset(stmt)
+            sqlite3_clear_bindings(stmt)
+        }
         for (n, value) in arguments.enumerated() {
             let index = Int32(n + 1)
             let brc: Int32

@@ -87,20 +87,49 @@ public struct SystemDeviceProbe: DeviceProbe {
             let mb = pages > 0 && size > 0 ? Int(pages) * Int(size) / (1 << 20) : 0
             return (mb, mb, "sysconf")
         }
+        // Byte-level parsing: this runs on every autoChoice(), and splitting ~50 lines into
+        // Characters cost more than the kernel takes to produce them.
         var total = 0
         var available: Int?
         var free = 0
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard parts.count >= 2, let kb = Int(parts[1]) else { continue }
-            switch parts[0] {
-            case "MemTotal:": total = kb / 1024
-            case "MemAvailable:": available = kb / 1024
-            case "MemFree:": free = kb / 1024
+        Self.forEachField(bytes) { name, kb in
+            switch name {
+            case "MemTotal": total = kb / 1024
+            case "MemAvailable": available = kb / 1024
+            case "MemFree": free = kb / 1024
             default: break
             }
         }
         return (total, available ?? free, procRoot + "/meminfo")
+    }
+
+    /// Calls `body` with each "Name:   value kB" line's name and number; only the names
+    /// that matter are turned into Strings.
+    static func forEachField(_ bytes: [UInt8], _ body: (String, Int) -> Void) {
+        let wanted: [[UInt8]] = [Array("MemTotal".utf8), Array("MemAvailable".utf8), Array("MemFree".utf8)]
+        var i = 0
+        while i < bytes.count {
+            let lineStart = i
+            while i < bytes.count && bytes[i] != UInt8(ascii: ":") && bytes[i] != UInt8(ascii: "\n") { i += 1 }
+            let nameEnd = i
+            var value = 0
+            var digits = 0
+            if i < bytes.count && bytes[i] == UInt8(ascii: ":") {
+                i += 1
+                while i < bytes.count && bytes[i] == UInt8(ascii: " ") { i += 1 }
+                while i < bytes.count, bytes[i] >= UInt8(ascii: "0"), bytes[i] <= UInt8(ascii: "9"), digits < 18 {
+                    value = value * 10 + Int(bytes[i] - UInt8(ascii: "0"))
+                    digits += 1
+                    i += 1
+                }
+            }
+            while i < bytes.count && bytes[i] != UInt8(ascii: "\n") { i += 1 }
+            i += 1
+            let name = bytes[lineStart..<nameEnd]
+            if digits > 0, wanted.contains(where: { name.elementsEqual($0) }) {
+                body(String(decoding: name, as: UTF8.self), value)
+            }
+        }
     }
 
     /// cgroup v2 limit of this process, when one is set.

@@ -25,13 +25,18 @@ struct StoreRepair {
 
     func run() throws -> [RepairAction] {
         var actions: [RepairAction] = []
-        let installs = try records.installs()
+        // One snapshot for the lock-free first look. Every model that looks wrong is checked
+        // again under its lock before anything is changed; a healthy store (the start-up
+        // case) takes no lock at all.
+        let (installs, allFiles, reservations) = try records.read { ctx in
+            (try ctx.installs(), try ctx.allFiles(), try ctx.reservations())
+        }
         let byId = Dictionary(installs.map { ($0.modelId, $0) }, uniquingKeysWith: { a, _ in a })
 
         // Reservations of downloads whose process is gone (its lock is free).
         // Taking the lock (not just probing it) closes the window in which a download
         // starting right now could lose its fresh reservation.
-        for reservation in try records.read({ try $0.reservations() }) {
+        for reservation in reservations {
             let lock = FileLock(path: layout.lockPath(id: reservation.modelId))
             guard try lock.tryLock() else { continue }
             defer { lock.unlock() }
@@ -57,7 +62,7 @@ struct StoreRepair {
             actions.append(RepairAction(modelId: record.modelId, what: "an interrupted update was rolled back; the previous install is in place again"))
         }
 
-        for record in installs {
+        for record in installs where looksBroken(record, files: allFiles[record.modelId] ?? []) {
             let lock = FileLock(path: layout.lockPath(id: record.modelId))
             guard try lock.tryLock() else { continue }
             defer { lock.unlock() }
@@ -131,7 +136,7 @@ struct StoreRepair {
         // Final folders with no installed record: a crash after the rename, before the commit.
         for model in catalog.models {
             let folder = layout.installPath(id: model.id, kind: model.kind)
-            guard FileIO.isDirectory(folder) else { continue }
+            guard byId[model.id]?.state != .installed, FileIO.isDirectory(folder) else { continue }
             let lock = FileLock(path: layout.lockPath(id: model.id))
             guard try lock.tryLock() else { continue }
             defer { lock.unlock() }
@@ -146,6 +151,19 @@ struct StoreRepair {
             }
         }
         return actions
+    }
+
+    /// The lock-free first look: an installed record whose folder or files are missing or
+    /// resized, or a partial record without partial data.
+    private func looksBroken(_ record: InstallRecord, files: [FileRecord]) -> Bool {
+        switch record.state {
+        case .installed:
+            let folder = record.path ?? installPath(for: record)
+            guard FileIO.isDirectory(folder) else { return true }
+            return files.contains { FileIO.regularFileSize(folder + "/" + $0.path) != $0.size }
+        case .partial:
+            return !FileIO.exists(layout.partialPath(id: record.modelId)) && !FileIO.exists(layout.partialArchivePath(id: record.modelId))
+        }
     }
 
     private func installPath(for record: InstallRecord) -> String {
