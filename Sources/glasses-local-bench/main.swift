@@ -8,6 +8,8 @@
 //                                                                 (store and catalog from
 //                                                                 EXTENTOS_MODELS_DIR / EXTENTOS_CATALOG)
 //   glasses-local-bench facade-later [runs]                       the same calls after the first
+//   glasses-local-bench phases                                    where a fresh process's first call
+//                                                                 spends its time (engine steps)
 //   glasses-local-bench mirror <manifest.json> <dir>              writes every `files` entry of a
 //                                                                 manifest with its real size
 //                                                                 (synthetic content) under <dir>
