@@ -83,7 +83,6 @@ private struct Validator {
         issues.append(CatalogIssue(path: path, message: message))
     }
 
-    /// Members of an object, reporting a type error, missing required keys and unknown keys.
     /// An object's members with lookup by key. Catalog objects have a handful of keys, so a
     /// linear scan beats hashing (this runs for every file entry at start-up).
     struct Fields {
@@ -94,6 +93,7 @@ private struct Validator {
         }
     }
 
+    /// Members of an object, reporting a type error, missing required keys and unknown keys.
     mutating func object(_ value: JSONValue, at path: @autoclosure () -> String, required: [String], optional: [String] = []) -> Fields? {
         guard case .object(let members) = value else {
             report(path(), "expected an object, found \(value.typeName)")
