@@ -470,21 +470,31 @@ public enum CatalogRules {
 
     /// Why `url` may not be fetched, or nil: https only, plain http only to loopback.
     public static func urlProblem(_ url: String) -> String? {
-        let lower = url.lowercased()
-        let rest: Substring
+        // Over the UTF-8 bytes: every delimiter here is ASCII, and this runs for every
+        // source of every model at start-up.
+        let b = Array(url.utf8)
+        func hasSchemePrefix(_ scheme: StaticString) -> Bool {
+            let n = scheme.utf8CodeUnitCount
+            guard b.count >= n else { return false }
+            return scheme.withUTF8Buffer { p in (0..<n).allSatisfy { i in b[i] | 0x20 == p[i] | 0x20 } }
+        }
+        let start: Int
         let secure: Bool
-        if lower.hasPrefix("https://") {
-            rest = url.dropFirst(8); secure = true
-        } else if lower.hasPrefix("http://") {
-            rest = url.dropFirst(7); secure = false
+        if hasSchemePrefix("https://") {
+            start = 8; secure = true
+        } else if hasSchemePrefix("http://") {
+            start = 7; secure = false
         } else {
             return "\"\(url.prefix(80))\" is not an https URL"
         }
-        if url.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
+        // In UTF-8 a scalar <= 0x20 or 0x7F is exactly such a byte.
+        if b.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
             return "contains spaces or control characters; percent-encode them"
         }
-        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        if authority.contains("@") { return "must not carry credentials (user@host)" }
+        var end = start
+        while end < b.count, b[end] != UInt8(ascii: "/"), b[end] != UInt8(ascii: "?"), b[end] != UInt8(ascii: "#") { end += 1 }
+        let authority = b[start..<end]
+        if authority.contains(UInt8(ascii: "@")) { return "must not carry credentials (user@host)" }
         guard let host = hostOf(authority), !host.isEmpty else { return "\"\(url.prefix(80))\" has no host" }
         if !secure && !isLoopback(host) {
             return "\"\(url.prefix(80))\" is plain http; only https is allowed (http only to 127.0.0.1/localhost)"
@@ -492,17 +502,23 @@ public enum CatalogRules {
         return nil
     }
 
-    static func hostOf(_ authority: Substring) -> String? {
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else { return nil }
-            // After the bracket only the end or ":port" may follow ("[::1].evil" is not loopback).
-            let rest = authority[authority.index(after: close)...]
-            guard rest.isEmpty || (rest.first == ":" && rest.dropFirst().allSatisfy(\.isNumber)) else {
-                return String(authority).lowercased()   // not a bracketed IP literal: never loopback
-            }
-            return String(authority[authority.startIndex...close]).lowercased()
+    /// The lowercased host of an authority (`host[:port]` or `[v6]:port`), or nil.
+    static func hostOf(_ authority: ArraySlice<UInt8>) -> String? {
+        func lowered(_ bytes: ArraySlice<UInt8>) -> String {
+            // Non-ASCII hosts (IDNs) are lowercased by Unicode's rules.
+            if bytes.contains(where: { $0 >= 0x80 }) { return String(decoding: bytes, as: UTF8.self).lowercased() }
+            return String(decoding: bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
         }
-        return String(authority.prefix { $0 != ":" }).lowercased()
+        if authority.first == UInt8(ascii: "[") {
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            // After the bracket only the end or ":port" may follow ("[::1].evil" is not loopback).
+            let rest = authority[(close + 1)...]
+            guard rest.isEmpty || (rest.first == UInt8(ascii: ":") && rest.dropFirst().allSatisfy { $0 >= 0x30 && $0 <= 0x39 }) else {
+                return lowered(authority)   // not a bracketed IP literal: never loopback
+            }
+            return lowered(authority[...close])
+        }
+        return lowered(authority.prefix { $0 != UInt8(ascii: ":") })
     }
 
     /// Loopback hosts: `localhost`, `127.0.0.0/8`, `[::1]`.

@@ -73,8 +73,17 @@ public struct JSONParser {
     public init() {}
 
     public func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
-        var reader = Reader(bytes: bytes, maxDepth: maxDepth)
-        return try reader.parseDocument()
+        // The reader walks a buffer pointer that lives only for this call: no bounds check or
+        // reference count per byte.
+        let result: Result<JSONValue, JSONParseError> = bytes.withUnsafeBufferPointer { buffer in
+            var reader = Reader(bytes: buffer, maxDepth: maxDepth)
+            do throws(JSONParseError) {
+                return .success(try reader.parseDocument())
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
     }
 
     public func parse(_ text: String) throws(JSONParseError) -> JSONValue {
@@ -83,12 +92,12 @@ public struct JSONParser {
 }
 
 private struct Reader {
-    let bytes: [UInt8]
+    let bytes: UnsafeBufferPointer<UInt8>
     let maxDepth: Int
     var index = 0
     var depth = 0
 
-    init(bytes: [UInt8], maxDepth: Int) {
+    init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
         self.maxDepth = maxDepth
     }
