@@ -47,16 +47,20 @@ let package = Package(
             path: "Tests/Tools/seam-probe"
         ),
 
+        // Test-only: finding built programs and running them (shared by the test targets).
+        .target(name: "GlassesTestSupport", path: "Tests/Support"),
+
         .testTarget(
             name: "LocalModelKitTests",
-            dependencies: ["LocalModelKit", "records-stress"],
+            dependencies: ["LocalModelKit", "records-stress", "GlassesTestSupport"],
             exclude: ["Inputs"]
         ),
         .testTarget(name: "GlassesCoreTests", dependencies: ["GlassesCore"]),
         .testTarget(name: "GlassesLocalTests",
-                    dependencies: ["GlassesLocal", "GlassesLocalVoice", "GlassesCore", "LocalModelKit", "seam-probe"]),
+                    dependencies: ["GlassesLocal", "GlassesLocalVoice", "GlassesCore", "LocalModelKit", "seam-probe",
+                                   "GlassesTestSupport"]),
         // Runs the built glasses-local binary (the dependency makes `swift test` build it).
-        .testTarget(name: "GlassesLocalCLITests", dependencies: ["glasses-local", "LocalModelKit"]),
+        .testTarget(name: "GlassesLocalCLITests", dependencies: ["glasses-local", "LocalModelKit", "GlassesTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,5 @@
 import Foundation
+import GlassesTestSupport
 import Testing
 
 /// Where the built `glasses-local` lives: `$GLASSES_LOCAL_BIN`, else next to the test
@@ -7,29 +8,10 @@ enum CLIBinary {
     static let path: String? = locate()
 
     private static func locate() -> String? {
-        let fm = FileManager.default
         if let override = ProcessInfo.processInfo.environment["GLASSES_LOCAL_BIN"], !override.isEmpty {
             return override
         }
-        var starts = [Bundle.main.bundleURL, Bundle.main.executableURL?.deletingLastPathComponent()]
-        if let argv0 = CommandLine.arguments.first {
-            starts.append(URL(fileURLWithPath: argv0).deletingLastPathComponent())
-        }
-        for case let start? in starts {
-            var dir = start.standardizedFileURL
-            for _ in 0..<6 {
-                let candidate = dir.appendingPathComponent("glasses-local").path
-                var isDirectory: ObjCBool = false
-                if fm.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue,
-                   fm.isExecutableFile(atPath: candidate) {
-                    return candidate
-                }
-                let parent = dir.deletingLastPathComponent()
-                if parent.path == dir.path { break }
-                dir = parent
-            }
-        }
-        return nil
+        return BuiltProduct.path("glasses-local")
     }
 }
 
@@ -127,43 +109,13 @@ struct Sandbox {
     static func runProcess(_ executable: String, _ arguments: [String], environment: [String: String],
                            ioDirectory: String, currentDirectory: String? = nil, timeout: TimeInterval = 120,
                            sourceLocation: SourceLocation = #_sourceLocation) throws -> CLIResult {
-        let id = UUID().uuidString
-        let outPath = ioDirectory + "/\(id).out"
-        let errPath = ioDirectory + "/\(id).err"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-        defer {
-            try? FileManager.default.removeItem(atPath: outPath)
-            try? FileManager.default.removeItem(atPath: errPath)
-        }
-        let outHandle = try #require(FileHandle(forWritingAtPath: outPath), sourceLocation: sourceLocation)
-        let errHandle = try #require(FileHandle(forWritingAtPath: errPath), sourceLocation: sourceLocation)
-
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.environment = environment
-        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = outHandle
-        process.standardError = errHandle
-        try process.run()
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
+        let r = try ChildProcess.run(executable, arguments, environment: environment, currentDirectory: currentDirectory,
+                                     ioDirectory: ioDirectory, timeout: timeout)
+        if r.timedOut {
             Issue.record("`\(executable) \(arguments.joined(separator: " "))` did not finish in \(Int(timeout)) s",
                          sourceLocation: sourceLocation)
         }
-        process.waitUntilExit()
-        try outHandle.close()
-        try errHandle.close()
-        let stdout = String(decoding: FileManager.default.contents(atPath: outPath) ?? Data(), as: UTF8.self)
-        let stderr = String(decoding: FileManager.default.contents(atPath: errPath) ?? Data(), as: UTF8.self)
-        return CLIResult(arguments: arguments, status: process.terminationStatus, stdout: stdout, stderr: stderr)
+        return CLIResult(arguments: arguments, status: r.status, stdout: r.stdout, stderr: r.stderr)
     }
 
     /// Writes `text` to `name` inside the sandbox and returns its path.

@@ -1,24 +1,20 @@
 import Foundation
+import GlassesTestSupport
 import Testing
+
+extension ChildResult {
+    /// The JSON document the probe printed (after any plain lines).
+    func json() throws -> [String: Any] {
+        let start = stdout.firstIndex(of: "{") ?? stdout.startIndex
+        let object = try JSONSerialization.jsonObject(with: Data(stdout[start...].utf8))
+        return try #require(object as? [String: Any], "\(self)")
+    }
+}
 
 /// The register-before-create contract in real processes: the registry is process-wide by
 /// design, so each start-up order runs in a fresh `seam-probe` (Tests/Tools/seam-probe).
 @Suite("SDK seam: register() before Extentos.create(...)")
 struct SeamOrderTests {
-    struct Run: CustomStringConvertible {
-        var status: Int32
-        var signaled: Bool
-        var stdout: String
-        var stderr: String
-        var description: String { "exit \(status)\(signaled ? " (signal)" : "")\nstdout: \(stdout)\nstderr: \(stderr)" }
-
-        func json() throws -> [String: Any] {
-            let start = stdout.firstIndex(of: "{") ?? stdout.startIndex
-            let object = try JSONSerialization.jsonObject(with: Data(stdout[start...].utf8))
-            return try #require(object as? [String: Any], "\(self)")
-        }
-    }
-
     let store: String
 
     init() throws {
@@ -26,44 +22,21 @@ struct SeamOrderTests {
     }
 
     static func binary(_ name: String) throws -> String {
-        var starts = [URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent(),
-                      Bundle.main.bundleURL]
-        starts += Bundle.allBundles.map(\.bundleURL)
-        for start in starts {
-            var dir = start.standardizedFileURL
-            for _ in 0..<6 {
-                let candidate = dir.appendingPathComponent(name).path
-                if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-                dir.deleteLastPathComponent()
-            }
-        }
-        throw CocoaError(.fileNoSuchFile, userInfo: [NSLocalizedDescriptionKey: "\(name) not found near the test bundle; it is a dependency of GlassesLocalTests"])
+        try #require(BuiltProduct.path(name), "\(name) not found next to the test bundle; it is a dependency of GlassesLocalTests")
     }
 
     /// Runs `arguments` with a private store and a 16 GB device with 9 GB free now.
-    func run(_ arguments: [String], env extra: [String: String] = [:]) throws -> Run {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
+    func run(_ arguments: [String], env extra: [String: String] = [:]) throws -> ChildResult {
         var env = ProcessInfo.processInfo.environment
         env["EXTENTOS_MODELS_DIR"] = store
         env["EXTENTOS_MEMORY_MB"] = "16000"
         env["EXTENTOS_MEMORY_AVAILABLE_MB"] = "9000"
         env.removeValue(forKey: "EXTENTOS_STRICT_ORDER")
         env.removeValue(forKey: "EXTENTOS_CATALOG")
-        process.environment = env.merging(extra) { $1 }
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, signaled: process.terminationReason == .uncaughtSignal,
-                   stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+        return try ChildProcess.run(arguments[0], Array(arguments.dropFirst()), environment: env.merging(extra) { $1 }, timeout: 60)
     }
 
-    func probe(_ scenario: String, env: [String: String] = [:]) throws -> Run {
+    func probe(_ scenario: String, env: [String: String] = [:]) throws -> ChildResult {
         try run([try Self.binary("seam-probe"), scenario], env: env)
     }
 

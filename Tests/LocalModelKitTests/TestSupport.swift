@@ -2,6 +2,7 @@
 // per test, a small in-code catalog, a fixed-memory probe whose storage is the real
 // filesystem, and a way to run other programs (records-stress, flock, df).
 import Foundation
+import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
@@ -86,30 +87,9 @@ enum StoreTestSupport {
 
     // MARK: Processes
 
-    struct ProcessResult {
-        var status: Int32
-        var reason: Process.TerminationReason
-        var stdout: String
-        var stderr: String
-    }
-
     /// Runs a program to completion and captures its output.
-    static func run(_ executable: String, _ arguments: [String]) throws -> ProcessResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        // Read before waiting so a chatty child never blocks on a full pipe.
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return ProcessResult(status: process.terminationStatus, reason: process.terminationReason,
-                             stdout: String(decoding: outData, as: UTF8.self),
-                             stderr: String(decoding: errData, as: UTF8.self))
+    static func run(_ executable: String, _ arguments: [String]) throws -> ChildResult {
+        try ChildProcess.run(executable, arguments)
     }
 
     /// The first of `candidates` that is an executable file.
@@ -120,22 +100,10 @@ enum StoreTestSupport {
 
     /// The built `records-stress` tool, found next to the test bundle.
     static func recordsStressBinary() throws -> String {
-        var starts: [URL] = [
-            URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent(),
-            Bundle.main.bundleURL,
-        ]
-        for bundle in Bundle.allBundles { starts.append(bundle.bundleURL) }
-        for start in starts {
-            var dir = start.standardizedFileURL
-            for _ in 0..<6 {
-                let candidate = dir.appendingPathComponent("records-stress").path
-                if FileIO.regularFileSize(candidate) != nil, access(candidate, X_OK) == 0 { return candidate }
-                let parent = dir.deletingLastPathComponent()
-                if parent.path == dir.path { break }
-                dir = parent
-            }
+        guard let path = BuiltProduct.path("records-stress") else {
+            throw SystemError(message: "records-stress not found next to the test bundle; it is a dependency of LocalModelKitTests and should be built")
         }
-        throw SystemError(message: "records-stress not found near \(starts.map(\.path)); it is a dependency of LocalModelKitTests and should be built")
+        return path
     }
 
     /// Polls `condition` for up to `seconds`.
