@@ -332,12 +332,14 @@ struct DeviceFitTests {
         }
     }
 
-    @Test("without /proc/meminfo the physical size comes from sysconf")
+    @Test("without /proc/meminfo the physical size comes from ProcessInfo")
     func noMeminfo() throws {
         try S.withTempDir { dir in
             let reading = try Self.probe(dir, [:], meminfo: nil).memory()
+            // ProcessInfo and sysconf must agree on this machine: both are the kernel's figure.
             let expected = Int(sysconf(Int32(_SC_PHYS_PAGES))) * Int(sysconf(Int32(_SC_PAGESIZE))) / (1 << 20)
             #expect(reading.physicalMb == expected)
+            #expect(reading.source == "ProcessInfo.physicalMemory")
             #expect(reading.physicalMb > 0)
             #expect(reading.availableMb <= reading.physicalMb)
         }

@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -81,11 +82,10 @@ public struct SystemDeviceProbe: DeviceProbe {
 
     private func readMeminfo() -> (physical: Int, available: Int, source: String) {
         guard let bytes = try? FileIO.readFile(atPath: procRoot + "/meminfo", limit: 1 << 20) else {
-            // No /proc (macOS, a sandbox): fall back to sysconf, with nothing known about "now".
-            let pages = sysconf(Int32(_SC_PHYS_PAGES))
-            let size = sysconf(Int32(_SC_PAGESIZE))
-            let mb = pages > 0 && size > 0 ? Int(pages) * Int(size) / (1 << 20) : 0
-            return (mb, mb, "sysconf")
+            // No /proc (Apple platforms, a sandbox): ProcessInfo knows the physical size, and
+            // nothing here knows "now", so it is taken as the whole.
+            let mb = Int(ProcessInfo.processInfo.physicalMemory >> 20)
+            return (mb, mb, "ProcessInfo.physicalMemory")
         }
         // Byte-level parsing: this runs on every autoChoice(), and splitting ~50 lines into
         // Characters cost more than the kernel takes to produce them.
