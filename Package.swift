@@ -33,6 +33,8 @@ let package = Package(
 
         // Benchmark driver for Scripts/bench (not a product).
         .executableTarget(name: "glasses-local-bench", dependencies: ["LocalModelKit", "GlassesCore", "GlassesLocal"]),
+        // Development tool behind Scripts/embed-catalog (not a product).
+        .executableTarget(name: "embed-catalog", dependencies: ["LocalModelKit"]),
         // Test-only: a second process that hammers a records database (P9 tests).
         .executableTarget(
             name: "records-stress",

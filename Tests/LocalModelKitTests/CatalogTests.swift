@@ -288,9 +288,17 @@ struct CatalogTests {
         let loaded = try CatalogLoader().load(contentsOf: Self.shippedCatalogPath)
         let bundled = try CatalogLoader().bundled()
         #expect(loaded.models.map(\.id) == Self.shippedIds)
-        #expect(loaded.models == bundled.models)
+        // (Compared as a Bool: on a failure, the message matters, not two 400-entry dumps.)
+        let valuesMatch = loaded.models == bundled.models
+        let firstDifferent = zip(loaded.models, bundled.models).first { $0 != $1 }.map { $0.0.id } ?? "(model count)"
+        #expect(valuesMatch, "BundledCatalog.swift differs from Catalog/catalog.json at \(firstDifferent): run Scripts/embed-catalog")
         #expect(loaded.catalogVersion == bundled.catalogVersion)
         #expect(loaded.generatedAt == bundled.generatedAt)
+        #expect(loaded.schemaVersion == bundled.schemaVersion)
+        // The generated values and the embedded text are one catalog.
+        let fromText = try CatalogLoader().decode(Array(BundledCatalog.json.utf8), source: "BundledCatalog.json")
+        let textMatches = fromText.models == bundled.models
+        #expect(textMatches, "BundledCatalog.swift's values and its JSON text differ: run Scripts/embed-catalog")
     }
 
     @Test func shippedFilePathsAreByteOrderSorted() throws {
