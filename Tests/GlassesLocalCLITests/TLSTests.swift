@@ -2,17 +2,17 @@
 // on 127.0.0.1 (Tests/Tools/tlsserver.py) with certificates made by the `openssl` command
 // line in the test's folder.
 //
-// Trusting a test certificate. This libcurl (7.88, OpenSSL backend, Debian build) is
-// configured with a built-in CA bundle (`curl-config --ca`:
-// /etc/ssl/certs/ca-certificates.crt) and CA path, which it hands to OpenSSL explicitly;
-// so neither `SSL_CERT_FILE`/`SSL_CERT_DIR` (read by OpenSSL only for its *default*
-// paths) nor `CURL_CA_BUNDLE` (read by the curl *tool*, not by the library) has any
-// effect, and glasses-local has no CA option of its own (checked by hand: with either
-// variable set, the download still fails with "self-signed certificate"). The tests that
-// need a trusted certificate therefore run the binary in a private mount namespace
-// (`unshare -m`, root) where the test's certificate is bind-mounted over libcurl's bundle
-// file: the real system file is never touched and no other process sees the change.
+// Trusting a test certificate. This libcurl (7.88, OpenSSL backend, Debian build) hands
+// OpenSSL its built-in CA bundle (`curl-config --ca`: /etc/ssl/certs/ca-certificates.crt)
+// explicitly, so the library by itself reads neither `SSL_CERT_FILE` nor `CURL_CA_BUNDLE`.
+// glasses-local therefore passes `EXTENTOS_CA_FILE` (else `CURL_CA_BUNDLE`, else
+// `SSL_CERT_FILE`) to CURLOPT_CAINFO, and one test checks that path. The tests of the
+// default trust (the system bundle, no variable set) run the binary in a private mount
+// namespace (`unshare -m`, root) where the test's certificate is bind-mounted over
+// libcurl's bundle file: the real system file is never touched and no other process sees
+// the change.
 import Foundation
+import GlassesTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -22,11 +22,9 @@ import Glibc
 /// One running `tlsserver.py`: HTTPS with `cert`/`key`, or plain HTTP without them.
 /// Everything it sees goes to a JSON-lines log the tests read (no TLS client needed here).
 final class TLSTestServer {
-    let port: Int
     let logPath: String
-    private let process: Process
-    private let stdinPipe: Pipe
-    private var stopped = false
+    private let server: PortServer
+    var port: Int { server.port }
 
     static let scriptPath: String = {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -37,45 +35,14 @@ final class TLSTestServer {
     init(root: String, logPath: String, cert: String? = nil, key: String? = nil,
          redirects: [(String, String)] = []) throws {
         self.logPath = logPath
-        var arguments = ["python3", Self.scriptPath, "--root", root, "--log", logPath]
+        var arguments = ["--root", root, "--log", logPath]
         if let cert, let key { arguments += ["--cert", cert, "--key", key] }
         for (prefix, target) in redirects { arguments += ["--redirect", "\(prefix)=\(target)"] }
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        stdinPipe = Pipe()
-        let out = Pipe()
-        process.standardInput = stdinPipe
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // The first stdout line is "PORT <n>" (EOF first: the script failed to start).
-        var line: [UInt8] = []
-        let fd = out.fileHandleForReading.fileDescriptor
-        var byte: UInt8 = 0
-        while read(fd, &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
-        let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5)) else {
-            process.terminate()
-            process.waitUntilExit()
-            throw HarnessError("tlsserver.py did not print its port (got '\(text)'), arguments \(arguments)")
-        }
-        self.port = port
+        server = try PortServer(python: Self.scriptPath, arguments)
     }
-
-    deinit { stop() }
 
     /// EOF on stdin and SIGTERM; SIGKILL if it is still there after 5 s.
-    func stop() {
-        guard !stopped else { return }
-        stopped = true
-        try? stdinPipe.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
-        let deadline = Date().addingTimeInterval(5)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
+    func stop() { server.stop() }
 
     // MARK: What the server saw
 

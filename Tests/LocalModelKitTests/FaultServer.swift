@@ -3,6 +3,7 @@
 // Also computes the server's deterministic file contents on the Swift side, so the
 // expected bytes and SHA-256 never come from the server under test.
 import Foundation
+import GlassesTestSupport
 import Synchronization
 import Testing
 @testable import LocalModelKit
@@ -14,9 +15,8 @@ import Glibc
 /// One running fault server; `stop()` (or deinit) ends it. Closing its stdin also ends it,
 /// so a crashed test run leaves no server behind.
 final class FaultServer: Sendable {
-    let port: Int
-    private let process: Process
-    private let stdinPipe: Pipe
+    private let server: PortServer
+    var port: Int { server.port }
 
     var origin: String { "http://127.0.0.1:\(port)" }
 
@@ -35,42 +35,11 @@ final class FaultServer: Sendable {
     }
 
     private init() throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", Self.scriptPath]
-        stdinPipe = Pipe()
-        let out = Pipe()
-        process.standardInput = stdinPipe
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // The first stdout line is "PORT <n>".
-        var line: [UInt8] = []
-        let fd = out.fileHandleForReading.fileDescriptor
-        var byte: UInt8 = 0
-        while read(fd, &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
-        let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5)) else {
-            process.terminate()
-            throw SystemError(message: "faultserver.py did not print its port (got '\(text)')")
-        }
-        self.port = port
+        server = try PortServer(python: Self.scriptPath)
     }
-
-    deinit { stop() }
-
-    private let stopped = Mutex(false)
 
     /// Ends the server: EOF on its stdin and SIGTERM, SIGKILL if it is still there after 5 s.
-    func stop() {
-        guard stopped.withLock({ was in defer { was = true }; return !was }) else { return }
-        try? stdinPipe.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
-        let deadline = monotonicSeconds() + 5
-        while process.isRunning && monotonicSeconds() < deadline { usleep(10_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
-    }
+    func stop() { server.stop() }
 
     // MARK: Control
 
