@@ -77,7 +77,7 @@ public final class LocalModelEngine: Sendable {
     @discardableResult
     public func open() throws -> (records: Records, repairs: [RepairAction]) {
         if let records = opened.withLock({ $0 }) { return (records, []) }
-        try layout.createFolders()
+        let removedLinks = try layout.createFolders()
         let records = try Records(path: layout.recordsPath)
         let recorded = try records.read { try $0.highestCatalogVersion() }
         if catalog.catalogVersion < recorded {
@@ -93,7 +93,12 @@ public final class LocalModelEngine: Sendable {
                     try ctx.append(.catalog, modelId: nil, detail: "catalog version \(catalog.catalogVersion) accepted")
                 }
             }
-            repairs = try StoreRepair(layout: layout, catalog: catalog, records: records).run()
+            for link in removedLinks {
+                let what = "removed the symbolic link \(link), which stood where a store folder belongs; links inside the store are never followed"
+                try records.append(.repaired, modelId: nil, detail: what)
+                repairs.append(RepairAction(modelId: nil, what: what))
+            }
+            repairs += try StoreRepair(layout: layout, catalog: catalog, records: records).run()
         } catch let error as RecordsError where error.isDiskFull {
             repairs.append(RepairAction(modelId: nil, what: "repairs postponed: the disk is full"))
         } catch let error as SystemError where error.isOutOfSpace {
@@ -209,8 +214,9 @@ public final class LocalModelEngine: Sendable {
         default:
             let dir = layout.partialPath(id: model.id)
             guard FileIO.isDirectory(dir) else { return 0 }
+            var checked = Set<String>()
             return model.files.reduce(0) { sum, file in
-                sum + min(FileIO.regularFileSize(dir + "/" + file.path) ?? 0, file.size)
+                sum + min(FileIO.regularFileSize(file.path, in: dir, checked: &checked) ?? 0, file.size)
             }
         }
     }

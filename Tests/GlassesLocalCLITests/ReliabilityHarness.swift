@@ -449,3 +449,10 @@ enum Check {
                 "SQLite busy reached the user\n\(result)", sourceLocation: sourceLocation)
     }
 }
+
+extension Disk {
+    /// Relative paths of the symbolic links under `root` (never followed), sorted.
+    static func links(under root: String) -> [String] {
+        Disk.tree(root).filter { $0.hasPrefix("l ") }.map(path(ofTreeLine:))
+    }
+}

@@ -75,7 +75,7 @@ public final class SHA256Hasher {
     /// - Parameter limit: stop after this many bytes (used to hash a partial's prefix).
     public static func hashFile(atPath path: String, limit: Int64 = .max) throws -> (sha256: String, size: Int64) {
         let hasher = try SHA256Hasher()
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
         defer { close(fd) }
         let bufferSize = 1 << 20

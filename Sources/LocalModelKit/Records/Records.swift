@@ -94,6 +94,8 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     case busyTooLong(path: String, seconds: Int)
     /// The disk holding the records is full.
     case diskFull(path: String)
+    /// The database, or its `-wal`/`-shm`/`-journal` file, is a symbolic link (P11).
+    case symbolicLink(path: String)
     /// Any other SQLite failure.
     case sqlite(SQLiteError)
 
@@ -117,6 +119,8 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
             return "records database \(path) stayed locked by another process for \(seconds) s. Check for a hung glasses-local process ('fuser \(path)') and retry."
         case .diskFull(let path):
             return "records database \(path) cannot be written: the disk is full. Free space ('glasses-local delete ID' and 'glasses-local gc' work on a full disk) and retry."
+        case .symbolicLink(let path):
+            return "records database file \(path) is a symbolic link; links inside the store are never followed, so nothing was read or written through it. Put the real file in its place, or move the link away (install records are then rebuilt: models already on disk are re-verified, not fetched again)."
         case let .sqlite(error):
             return "\(error.message)"
         }
@@ -147,6 +151,13 @@ public final class Records: Sendable {
         self.path = path
         self.now = now
         self.busyLimitSeconds = busyLimitSeconds
+        // SQLITE_OPEN_NOFOLLOW guards the database file; its companions are checked here,
+        // since SQLite opens them by name (P11: nothing outside the store is written).
+        for file in [path, path + "-wal", path + "-shm", path + "-journal"] {
+            if let st = try? FileIO.status(file), (st.st_mode & S_IFMT) == S_IFLNK {
+                throw RecordsError.symbolicLink(path: file)
+            }
+        }
         let db: SQLiteConnection
         do {
             db = try SQLiteConnection(path: path, create: create, busyTimeoutMs: 5_000)

@@ -72,8 +72,8 @@ extension LocalModelEngine {
                 // Out of its final place in one rename: from here the model is absent.
                 if FileIO.exists(finalPath) {
                     existed = true
-                    try FileIO.removeTree(aside)
-                    guard rename(finalPath, aside) == 0 else { throw SystemError(errno: errno, "move \(finalPath) aside") }
+                    try layout.remove(aside)
+                    try layout.rename(finalPath, to: aside)
                 }
                 for leftover in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] where FileIO.exists(leftover) {
                     existed = true
@@ -81,9 +81,9 @@ extension LocalModelEngine {
                 // Free the space first, commit after: on a full disk the records can only be
                 // written once room exists. A crash in between leaves a record whose folder is
                 // gone, which opening the store repairs.
-                freed += try FileIO.removeTree(aside)
+                freed += try layout.remove(aside)
                 for leftover in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] {
-                    freed += try FileIO.removeTree(leftover)
+                    freed += try layout.remove(leftover)
                 }
                 if existed {
                     try records.write { ctx in
@@ -120,11 +120,13 @@ extension LocalModelEngine {
             let installTimeHash = Dictionary(recorded.map { ($0.path, $0.verifiedSha256) }, uniquingKeysWith: { a, _ in a })
             var problems: [VerifyReport.Problem] = []
             var sizeOnly = 0
+            var checked = Set<String>()
             for file in model.files {
                 if cancellation.isCancelled { throw .cancelled(modelId: id, keptBytes: 0) }
                 let path = folder + "/" + file.path
-                guard let size = FileIO.regularFileSize(path) else {
-                    problems.append(.init(path: file.path, detail: "missing"))
+                guard let size = FileIO.regularFileSize(file.path, in: folder, checked: &checked) else {
+                    let planted = (try? FileIO.status(path)).flatMap { $0 }.map { ($0.st_mode & S_IFMT) != S_IFREG } ?? false
+                    problems.append(.init(path: file.path, detail: planted ? "not a regular file (a link or special file; never followed)" : "missing"))
                     continue
                 }
                 guard size == file.size else {
@@ -172,9 +174,9 @@ extension LocalModelEngine {
         let wanted = Set(paths)
         let requests = model.files.filter { wanted.contains($0.path) }.map { file in
             FileRequest(name: file.path, url: url + ModelURL.percentEncode(file.path), partialPath: repairRoot + "/" + file.path,
-                        size: file.size, sha256: file.sha256)
+                        boundary: layout.root, size: file.size, sha256: file.sha256)
         }
-        do { try FileIO.removeTree(repairRoot) } catch { throw .io(modelId: model.id, message: "\(error)") }
+        do { try layout.remove(repairRoot) } catch { throw .io(modelId: model.id, message: "\(error)") }
         onEvent(.phase(.download))
         let session = TransferSession(policy: options.policy, cancellation: cancellation,
                                       allowPlainHTTPRedirects: url.lowercased().hasPrefix("http://"),
@@ -189,17 +191,20 @@ extension LocalModelEngine {
             case .completed(let sha, _, _):
                 let target = folder + "/" + request.name
                 do {
-                    try FileIO.createDirectory((target as NSString).deletingLastPathComponent)
-                    guard rename(request.partialPath, target) == 0 else { throw SystemError(errno: errno, "replace \(target)") }
+                    // A link in the way (a planted one, the reason the file failed) is
+                    // removed, never followed; the verified file takes its place.
+                    if let st = try FileIO.status(target), (st.st_mode & S_IFMT) != S_IFREG { try layout.remove(target) }
+                    try layout.createDirectory((target as NSString).deletingLastPathComponent)
+                    try layout.rename(request.partialPath, to: target)
                 } catch { throw .io(modelId: model.id, message: "\(error)") }
                 fixed.append(request.name)
                 hashes[request.name] = sha
             case .failed(let failure):
-                _ = try? FileIO.removeTree(repairRoot)
+                _ = try? layout.remove(repairRoot)
                 throw .io(modelId: model.id, message: "re-fetching \(request.name) failed: \(failure)")
             }
         }
-        _ = try? FileIO.removeTree(repairRoot)
+        _ = try? layout.remove(repairRoot)
         do {
             try FileIO.syncDirectory(folder)
             try records.write { ctx in
@@ -231,7 +236,7 @@ extension LocalModelEngine {
             let installed = record?.state == .installed && record?.catalogVersion == catalog.catalogVersion
             let isRepair = name.hasSuffix(".repair")
             if !known || installed || isRepair {
-                removed.append((path, try FileIO.removeTree(path)))
+                removed.append((path, try layout.remove(path)))
             }
         }
         for name in try FileIO.listDirectory(layout.stagingRoot) {
@@ -240,7 +245,7 @@ extension LocalModelEngine {
             guard CatalogRules.idProblem(id) == nil ? try lock.tryLock() : true else { continue }
             defer { lock.unlock() }
             let path = layout.stagingRoot + "/" + name
-            removed.append((path, try FileIO.removeTree(path)))
+            removed.append((path, try layout.remove(path)))
         }
         try records.write { ctx in
             for model in catalog.models where !FileIO.exists(layout.partialPath(id: model.id)) && !FileIO.exists(layout.partialArchivePath(id: model.id)) {

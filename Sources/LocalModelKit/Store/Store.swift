@@ -67,11 +67,63 @@ public struct StoreLayout: Sendable, Equatable {
         return name
     }
 
-    /// Creates the store folders that do not exist yet.
-    public func createFolders() throws(SystemError) {
-        for dir in [root, partialRoot, stagingRoot, locksRoot, voicesRoot] {
-            try FileIO.createDirectory(dir)
+    /// Creates the store folders that do not exist yet. A link standing where one of them
+    /// belongs is removed (never followed) and a real folder made in its place (P11).
+    /// - Returns: the links removed, for the history.
+    @discardableResult
+    public func createFolders() throws(SystemError) -> [String] {
+        try FileIO.createDirectory(root)
+        var removed: [String] = []
+        for dir in [partialRoot, stagingRoot, locksRoot, voicesRoot] {
+            if let st = try FileIO.status(dir), (st.st_mode & S_IFMT) != S_IFDIR {
+                guard (st.st_mode & S_IFMT) == S_IFLNK else {
+                    throw SystemError(message: "\(dir) is not a folder; move it out of the store and retry", errno: ENOTDIR)
+                }
+                try FileIO.removeTree(dir, below: root)
+                removed.append(dir)
+            }
+            do {
+                try FileIO.createDirectory(dir, below: root)
+            } catch where error.errno == EACCES || error.errno == EROFS {
+                // A store this user may read but not write (a system-wide store): reading
+                // works without the folder; a write says what it could not do.
+                continue
+            }
         }
+        return removed
+    }
+
+    // MARK: Changing the store without leaving it (P11)
+
+    /// `mkdir -p` below the store root; never through a link.
+    public func createDirectory(_ path: String) throws(SystemError) {
+        try FileIO.createDirectory(path, below: root)
+    }
+
+    /// `rm -rf` below the store root; a link is removed, never followed.
+    @discardableResult
+    public func remove(_ path: String) throws(SystemError) -> Int64 {
+        try FileIO.removeTree(path, below: root)
+    }
+
+    /// `rename` inside the store; no folder on either side is reached through a link.
+    public func rename(_ from: String, to: String) throws(SystemError) {
+        try FileIO.rename(from, to: to, below: root)
+    }
+
+    /// Removes every symbolic link and special file (fifo, socket, device) in the tree at
+    /// `path`, or `path` itself when it is one. Nothing is followed or moved.
+    /// - Returns: the paths removed, relative to `path` ("" for `path` itself).
+    public func removeLinks(in path: String) throws(SystemError) -> [String] {
+        guard let st = try FileIO.status(path) else { return [] }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+            if (st.st_mode & S_IFMT) == S_IFREG { return [] }
+            try remove(path)
+            return [""]
+        }
+        let others = try FileIO.walkFiles(path).others
+        for other in others { try remove(path + "/" + other) }
+        return others
     }
 }
 
@@ -120,8 +172,7 @@ public final class FileLock {
     /// `FileLock` in this one) holds it.
     public func tryLock(exclusive: Bool = true) throws(SystemError) -> Bool {
         if fd >= 0 { return true }
-        let descriptor = FileIO.retrying { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
-        guard descriptor >= 0 else { throw SystemError(errno: errno, "open lock file \(path)") }
+        let descriptor = try openLockFile(readOnly: !exclusive)
         if FileIO.retrying({ flock(descriptor, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) }) == 0 {
             fd = descriptor
             return true
@@ -135,14 +186,35 @@ public final class FileLock {
     /// Waits for the lock.
     public func lock(exclusive: Bool = true) throws(SystemError) {
         if fd >= 0 { return }
-        let descriptor = FileIO.retrying { open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
-        guard descriptor >= 0 else { throw SystemError(errno: errno, "open lock file \(path)") }
+        let descriptor = try openLockFile(readOnly: !exclusive)
         guard FileIO.retrying({ flock(descriptor, exclusive ? LOCK_EX : LOCK_SH) }) == 0 else {
             let e = errno
             close(descriptor)
             throw SystemError(errno: e, "lock \(path)")
         }
         fd = descriptor
+    }
+
+    /// Opens (creating) the lock file without following a link; a link planted in its
+    /// place is removed first (P11). With `readOnly`, an existing lock file this user may
+    /// read but not write is opened read-only (`flock` needs no write access).
+    private func openLockFile(readOnly: Bool = false) throws(SystemError) -> Int32 {
+        var removedLink = false
+        while true {
+            let descriptor = FileIO.retrying { open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644) }
+            if descriptor >= 0 { return descriptor }
+            let e = errno
+            if e == ELOOP, !removedLink, let st = try FileIO.status(path), (st.st_mode & S_IFMT) == S_IFLNK,
+               unlink(path) == 0 {
+                removedLink = true
+                continue
+            }
+            if readOnly, e == EACCES || e == EROFS || e == EPERM {
+                let reader = FileIO.retrying { open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+                if reader >= 0 { return reader }
+            }
+            throw SystemError(errno: e, "open lock file \(path)")
+        }
     }
 
     public func unlock() {

@@ -57,7 +57,7 @@ struct StoreRepair {
             let lock = FileLock(path: layout.lockPath(id: record.modelId))
             guard try lock.tryLock() else { continue }
             defer { lock.unlock() }
-            guard rename(aside, folder) == 0 else { throw SystemError(errno: errno, "move \(aside) back to \(folder)") }
+            try layout.rename(aside, to: folder)
             try records.append(.repaired, modelId: record.modelId, detail: "interrupted update: previous install restored")
             actions.append(RepairAction(modelId: record.modelId, what: "an interrupted update was rolled back; the previous install is in place again"))
         }
@@ -77,7 +77,8 @@ struct StoreRepair {
                     continue
                 }
                 let files = try records.files(current.modelId)
-                let broken = files.filter { FileIO.regularFileSize(folder + "/" + $0.path) != $0.size }
+                var checked = Set<String>()
+                let broken = files.filter { FileIO.regularFileSize($0.path, in: folder, checked: &checked) != $0.size }
                 if !broken.isEmpty {
                     let kept = try salvage(folder, modelId: current.modelId)
                     try forget(current.modelId, because: "\(broken.count) file(s) missing or with the wrong size (first: \(broken[0].path))")
@@ -94,6 +95,29 @@ struct StoreRepair {
             }
         }
 
+        // Links planted where partial data, staging trees or install folders belong are
+        // removed, never followed or moved (P11).
+        var linkCandidates: [(path: String, owner: String)] = []
+        for root in [layout.partialRoot, layout.stagingRoot] {
+            for name in try FileIO.listDirectory(root) {
+                linkCandidates.append((root + "/" + name, StoreLayout.modelId(fromLeftover: name)))
+            }
+        }
+        for model in catalog.models {
+            linkCandidates.append((layout.installPath(id: model.id, kind: model.kind), model.id))
+        }
+        for (path, owner) in linkCandidates {
+            guard let st = try FileIO.status(path), (st.st_mode & S_IFMT) != S_IFDIR, (st.st_mode & S_IFMT) != S_IFREG else { continue }
+            let lock: FileLock? = CatalogRules.idProblem(owner) == nil ? FileLock(path: layout.lockPath(id: owner)) : nil
+            if let lock, try !lock.tryLock() { continue }
+            defer { lock?.unlock() }
+            try layout.remove(path)
+            let attributed = catalog.model(id: owner) != nil || byId[owner] != nil ? owner : nil
+            let what = "removed the symbolic link (or special file) \(path) planted in the store; links inside the store are never followed or moved"
+            try records.append(.repaired, modelId: attributed, detail: what)
+            actions.append(RepairAction(modelId: attributed, what: what))
+        }
+
         // Staging trees: an install that died between verifying and committing.
         for name in try FileIO.listDirectory(layout.stagingRoot) {
             let path = layout.stagingRoot + "/" + name
@@ -103,13 +127,13 @@ struct StoreRepair {
             let lock: FileLock? = CatalogRules.idProblem(owner) == nil ? FileLock(path: layout.lockPath(id: owner)) : nil
             if let lock, try !lock.tryLock() { continue }
             defer { lock?.unlock() }
-            let isTree = name == owner && (catalog.model(id: name) != nil || byId[name] != nil)
+            let isTree = name == owner && (catalog.model(id: name) != nil || byId[name] != nil) && FileIO.isDirectory(path)
             if !isTree {
                 if name.hasSuffix(".replaced"), let record = try records.install(owner), record.state == .installed,
                    !FileIO.exists(record.path ?? installPath(for: record)) {
                     continue  // restored above when its lock was free; leave it for the next open
                 }
-                let freed = try FileIO.removeTree(path)
+                let freed = try layout.remove(path)
                 let what = "removed leftover staging entry \(name) (\(freed) bytes)"
                 let attributed = catalog.model(id: owner) != nil || byId[owner] != nil ? owner : nil
                 try records.append(.repaired, modelId: attributed, detail: what)
@@ -118,7 +142,7 @@ struct StoreRepair {
             }
             let modelId = owner
             if try records.install(modelId)?.state == .installed {
-                let freed = try FileIO.removeTree(path)
+                let freed = try layout.remove(path)
                 let what = "removed a leftover staging copy (\(freed) bytes); the installed model is intact"
                 try records.append(.repaired, modelId: modelId, detail: what)
                 actions.append(RepairAction(modelId: modelId, what: what))
@@ -126,7 +150,7 @@ struct StoreRepair {
                 try records.append(.repaired, modelId: modelId, detail: "unfinished install moved back to .partial for re-verification")
                 actions.append(RepairAction(modelId: modelId, what: "unfinished install moved back to .partial; the next download re-verifies it instead of fetching it again"))
             } else {
-                let freed = try FileIO.removeTree(path)
+                let freed = try layout.remove(path)
                 let what = "removed an unfinished install from staging (\(freed) bytes)"
                 try records.append(.repaired, modelId: modelId, detail: what)
                 actions.append(RepairAction(modelId: modelId, what: what))
@@ -145,7 +169,7 @@ struct StoreRepair {
                 try records.append(.repaired, modelId: model.id, detail: "unrecorded folder moved to .partial for re-verification")
                 actions.append(RepairAction(modelId: model.id, what: "folder \(folder) had no install record; moved to .partial, the next download re-verifies it"))
             } else {
-                let freed = try FileIO.removeTree(folder)
+                let freed = try layout.remove(folder)
                 try records.append(.repaired, modelId: model.id, detail: "unrecorded folder removed")
                 actions.append(RepairAction(modelId: model.id, what: "folder \(folder) had no install record; removed (\(freed) bytes)"))
             }
@@ -160,7 +184,8 @@ struct StoreRepair {
         case .installed:
             let folder = record.path ?? installPath(for: record)
             guard FileIO.isDirectory(folder) else { return true }
-            return files.contains { FileIO.regularFileSize(folder + "/" + $0.path) != $0.size }
+            var checked = Set<String>()
+            return files.contains { FileIO.regularFileSize($0.path, in: folder, checked: &checked) != $0.size }
         case .partial:
             return !FileIO.exists(layout.partialPath(id: record.modelId)) && !FileIO.exists(layout.partialArchivePath(id: record.modelId))
         }
@@ -170,11 +195,18 @@ struct StoreRepair {
         layout.installPath(id: record.modelId, kind: record.kind)
     }
 
-    /// Moves a tree to `.partial/<id>` when no partial data is there yet. Returns whether it did.
+    /// Moves a tree to `.partial/<id>` when no partial data is there yet. Returns whether it
+    /// did. Links and special files in the tree are removed first (and recorded): they are
+    /// never carried into partial data, where a download would write through them (P11).
     private func salvage(_ path: String, modelId: String) throws -> Bool {
         let partial = layout.partialPath(id: modelId)
         guard !FileIO.exists(partial) else { return false }
-        guard rename(path, partial) == 0 else { throw SystemError(errno: errno, "move \(path) to \(partial)") }
+        let links = try layout.removeLinks(in: path)
+        if !links.isEmpty {
+            try records.append(.repaired, modelId: modelId,
+                               detail: "removed \(links.count) symbolic link(s) or special file(s) planted in \(path) (first: \(links[0])); links inside the store are never followed or moved")
+        }
+        try layout.rename(path, to: partial)
         return true
     }
 

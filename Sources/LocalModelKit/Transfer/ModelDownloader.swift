@@ -138,6 +138,7 @@ private final class DownloadRun {
 
     func execute() throws(DownloadError) -> String {
         let finalPath = layout.installPath(id: id, kind: model.kind)
+        try removePlantedLinks(finalPath: finalPath)
         // Already installed with exactly these files: nothing to do.
         if let record = try? records.install(id), record.state == .installed, FileIO.isDirectory(finalPath),
            let files = try? records.files(id), sameFiles(files) {
@@ -195,6 +196,24 @@ private final class DownloadRun {
         }
     }
 
+    /// Links and special files in this model's partial and staging data, or in place of its
+    /// install folder, are removed before anything is written (P11): a link is never
+    /// followed, never resumed into, never moved. Each removal is recorded.
+    private func removePlantedLinks(finalPath: String) throws(DownloadError) {
+        var removed: [String] = []
+        do {
+            for path in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] {
+                removed += try layout.removeLinks(in: path).map { $0.isEmpty ? path : path + "/" + $0 }
+            }
+            if let st = try FileIO.status(finalPath), (st.st_mode & S_IFMT) == S_IFLNK {
+                try layout.remove(finalPath)
+                removed.append(finalPath)
+            }
+            guard !removed.isEmpty else { return }
+            try records.append(.repaired, modelId: id, detail: "removed \(removed.count) symbolic link(s) or special file(s) planted in the store (first: \(removed[0])); links inside the store are never followed")
+        } catch { throw io(error) }
+    }
+
     private func sameFiles(_ recorded: [FileRecord]) -> Bool {
         guard recorded.count == model.files.count else { return false }
         let byPath = Dictionary(recorded.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
@@ -246,7 +265,7 @@ private final class DownloadRun {
         let partialRoot = layout.partialPath(id: id)
         let requests = model.files.map { file in
             FileRequest(name: file.path, url: baseURL + ModelURL.percentEncode(file.path), partialPath: partialRoot + "/" + file.path,
-                        size: file.size, sha256: file.sha256, etag: validators[file.path]?.etag,
+                        boundary: layout.root, size: file.size, sha256: file.sha256, etag: validators[file.path]?.etag,
                         lastModified: validators[file.path]?.lastModified)
         }
         let outcomes = try transfer(requests, plainHTTP: allowPlainHTTP(baseURL))
@@ -266,22 +285,22 @@ private final class DownloadRun {
         let url = rewrite(archive.url)
         let saved = (try? records.read { try $0.partialFiles(id) })?.first { $0.path == "@archive" }
         let request = FileRequest(name: (archive.url as NSString).lastPathComponent, url: url, partialPath: layout.partialArchivePath(id: id),
-                                  size: archive.size, sha256: archive.sha256, etag: saved?.etag, lastModified: saved?.lastModified)
+                                  boundary: layout.root, size: archive.size, sha256: archive.sha256, etag: saved?.etag, lastModified: saved?.lastModified)
         let outcomes = try transfer([request], plainHTTP: allowPlainHTTP(url), validatorKey: "@archive")
         if case .failed(let failure) = outcomes[0] { throw map(failure, request: request) }
         onEvent(.phase(.verify))
         onEvent(.phase(.unpack))
         let staging = layout.stagingPath(id: id)
         do {
-            try FileIO.removeTree(staging)
-            try FileIO.createDirectory(staging)
+            try layout.remove(staging)
+            try layout.createDirectory(staging)
         } catch { throw io(error) }
         do {
             return try ArchiveExtractor.extract(archivePath: request.partialPath, format: archive.format,
                                                 stripComponents: archive.stripComponents, into: staging, files: model.files,
                                                 isCancelled: { self.cancellation.isCancelled })
         } catch {
-            _ = try? FileIO.removeTree(staging)
+            _ = try? layout.remove(staging)
             switch error {
             case .cancelled: throw .cancelled(modelId: id, keptBytes: archive.size)
             case .noSpace(let path):
@@ -336,7 +355,7 @@ private final class DownloadRun {
             return .diskFull(modelId: id, file: request.name, neededMb: needed, keptBytes: kept)
         case let .retriesExhausted(cause, url): return .temporary(modelId: id, file: request.name, url: url, cause: cause)
         case let .retryAfterTooLong(seconds, url):
-            return .temporary(modelId: id, file: request.name, url: url, cause: "the server asks to retry after \(Int(seconds)) s")
+            return .temporary(modelId: id, file: request.name, url: url, cause: "the server asks to retry after \(seconds == .max ? "an unbounded time" : "\(seconds) s"), longer than this run waits")
         case let .refused(reason, url): return .refused(modelId: id, url: url, reason: reason)
         case .io(let message): return .io(modelId: id, message: message)
         case .cancelled: return .cancelled(modelId: id, keptBytes: engine.partialBytes(model))
@@ -394,8 +413,8 @@ private final class DownloadRun {
         let old = layout.stagingRoot + "/" + id + ".replaced"
         do {
             if source != staging {
-                try FileIO.removeTree(staging)
-                try rename(source, staging)
+                try layout.remove(staging)
+                try layout.rename(source, to: staging)
             }
             // Every byte on disk before the rename (small files were not fsynced one by one).
             try FileIO.syncFilesystem(staging)
@@ -403,18 +422,27 @@ private final class DownloadRun {
             // hold leftovers of an older catalog version.
             let listed = Set(model.files.map(\.path))
             let walked = try FileIO.walkFiles(staging)
-            for extra in walked.files where !listed.contains(extra) { try FileIO.removeTree(staging + "/" + extra) }
-            for other in walked.others { try FileIO.removeTree(staging + "/" + other) }
+            for extra in walked.files where !listed.contains(extra) { try layout.remove(staging + "/" + extra) }
+            for other in walked.others { try layout.remove(staging + "/" + other) }
+            // Installed means every catalog file is a regular file of its size in the tree
+            // (P1): whatever happened on the way, a hole is never recorded as installed.
+            var checked = Set<String>()
+            if let bad = model.files.first(where: { FileIO.regularFileSize($0.path, in: staging, checked: &checked) != $0.size }) {
+                throw DownloadError.io(modelId: id, message: "\(bad.path) is missing from the verified tree or is not a regular file of \(bad.size) bytes; nothing was installed. Run the download again.")
+            }
             try FileIO.syncDirectory(layout.stagingRoot)
             TestHooks.point("install")
-            try FileIO.createDirectory((finalPath as NSString).deletingLastPathComponent)
+            let parent = (finalPath as NSString).deletingLastPathComponent
+            try layout.createDirectory(parent)
             // An older install stays usable until the new one is in place.
             if FileIO.exists(finalPath) {
-                try FileIO.removeTree(old)
-                try rename(finalPath, old)
+                try layout.remove(old)
+                try layout.rename(finalPath, to: old)
             }
-            try rename(staging, finalPath)
-            try FileIO.syncDirectory((finalPath as NSString).deletingLastPathComponent)
+            try layout.rename(staging, to: finalPath)
+            try FileIO.syncDirectory(parent)
+        } catch let error as DownloadError {
+            throw error
         } catch { throw io(error) }
         TestHooks.point("after-rename")
 
@@ -437,14 +465,10 @@ private final class DownloadRun {
         } catch { throw io(error) }
         TestHooks.point("after-commit")
         // Leftovers after the commit; a crash here is cleaned by the next open or gc.
-        _ = try? FileIO.removeTree(old)
-        _ = try? FileIO.removeTree(layout.partialArchivePath(id: id))
-        _ = try? FileIO.removeTree(layout.partialPath(id: id))
+        _ = try? layout.remove(old)
+        _ = try? layout.remove(layout.partialArchivePath(id: id))
+        _ = try? layout.remove(layout.partialPath(id: id))
         return finalPath
-    }
-
-    private func rename(_ from: String, _ to: String) throws(SystemError) {
-        guard Glibc.rename(from, to) == 0 else { throw SystemError(errno: errno, "rename \(from) to \(to)") }
     }
 }
 

@@ -12,6 +12,9 @@ public struct FileRequest: Sendable, Equatable {
     public var url: String
     /// Where the bytes accumulate; kept across runs for byte-level resume.
     public var partialPath: String
+    /// The folder `partialPath` must stay inside (the store): every folder below it is
+    /// opened without following links, and so is the file (P11).
+    public var boundary: String
     public var size: Int64
     /// Expected SHA-256; nil means size-checked only.
     public var sha256: String?
@@ -19,10 +22,12 @@ public struct FileRequest: Sendable, Equatable {
     public var etag: String?
     public var lastModified: String?
 
-    public init(name: String, url: String, partialPath: String, size: Int64, sha256: String?, etag: String? = nil, lastModified: String? = nil) {
+    public init(name: String, url: String, partialPath: String, boundary: String, size: Int64, sha256: String?,
+                etag: String? = nil, lastModified: String? = nil) {
         self.name = name
         self.url = url
         self.partialPath = partialPath
+        self.boundary = boundary
         self.size = size
         self.sha256 = sha256
         self.etag = etag
@@ -52,7 +57,7 @@ public enum FileFailure: Sendable, Equatable {
     /// Transient failures exhausted the retry budget.
     case retriesExhausted(cause: String, url: String)
     /// The server asked to wait longer than the policy allows.
-    case retryAfterTooLong(seconds: Double, url: String)
+    case retryAfterTooLong(seconds: Int64, url: String)
     /// Redirect to plain http, unsupported scheme, TLS verification, redirect loop, …
     case refused(String, url: String)
     case io(String)
@@ -304,7 +309,7 @@ final class FileJob: CurlEasyDelegate {
     private var contentLength: Int64?
     private var etag: String?
     private var lastModified: String?
-    private var retryAfter: Double?
+    private var retryAfter: Int64?
     private var contentEncoding: String?
     /// Set when a callback aborted the attempt on purpose.
     private var abort: Abort?
@@ -359,16 +364,10 @@ final class FileJob: CurlEasyDelegate {
     /// Opens the partial and hashes what is there (the resume base). A partial that is
     /// already complete is verified without any request.
     func prepare() {
-        let dir = (request.partialPath as NSString).deletingLastPathComponent
         do {
-            try FileIO.createDirectory(dir)
+            fd = try FileIO.openFile(request.partialPath, below: request.boundary, flags: O_RDWR | O_CREAT, createParents: true)
         } catch {
             finish(.failed(error.isOutOfSpace ? .noSpace(path: request.partialPath) : .io(error.message)))
-            return
-        }
-        fd = FileIO.retrying { open(request.partialPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
-        guard fd >= 0 else {
-            finish(.failed(.io(SystemError(errno: errno, "open \(request.partialPath)").message)))
             return
         }
         var st = stat()
@@ -503,7 +502,7 @@ final class FileJob: CurlEasyDelegate {
         if text.hasPrefix("HTTP/") {
             // A new response (redirects and 1xx each start one).
             let parts = text.split(separator: " ", maxSplits: 2)
-            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            status = parts.count > 1 ? ExternalNumber.decimal(parts[1]).flatMap { $0 <= 999 ? Int($0) : nil } ?? 0 : 0
             contentRange = nil
             contentLength = nil
             contentEncoding = nil
@@ -518,7 +517,7 @@ final class FileJob: CurlEasyDelegate {
         let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         switch name {
         case "content-range": contentRange = Self.parseContentRange(value)
-        case "content-length": contentLength = Int64(value)
+        case "content-length": contentLength = ExternalNumber.decimal(value)
         case "etag": if (200..<300).contains(status) { etag = value }
         case "last-modified": if (200..<300).contains(status) { lastModified = value }
         case "retry-after": retryAfter = Self.parseRetryAfter(value)
@@ -698,19 +697,21 @@ final class FileJob: CurlEasyDelegate {
         }
     }
 
-    private func scheduleRetry(cause: String, retryAfter: Double? = nil) {
+    private func scheduleRetry(cause: String, retryAfter: Int64? = nil) {
         guard outcome == nil else { return }
+        // A server that asks for more patience than a run has is the cause to report,
+        // whether or not the retry budget is spent.
+        if let retryAfter, Double(retryAfter) > session.policy.maxRetryAfter {
+            finish(.failed(.retryAfterTooLong(seconds: retryAfter, url: request.url)))
+            return
+        }
         if attemptsWithoutProgress > session.policy.retryBudget {
             finish(.failed(.retriesExhausted(cause: cause, url: request.url)))
             return
         }
         var delay: Double
         if let retryAfter {
-            if retryAfter > session.policy.maxRetryAfter {
-                finish(.failed(.retryAfterTooLong(seconds: retryAfter, url: request.url)))
-                return
-            }
-            delay = retryAfter
+            delay = Double(retryAfter)
         } else {
             delay = attemptsWithoutProgress == 0 ? 0 : session.policy.backoff(attempt: attemptsWithoutProgress, random: Double.random(in: 0...1))
         }
@@ -721,27 +722,32 @@ final class FileJob: CurlEasyDelegate {
 
     // MARK: Parsing
 
-    /// `bytes 100-199/1000` (or `/*`).
+    /// `bytes 100-199/1000` (or `/*`); nil for anything else, a number beyond `Int64`
+    /// included (P12).
     static func parseContentRange(_ value: String) -> (start: Int64, end: Int64, total: Int64?)? {
         let v = value.lowercased()
         guard v.hasPrefix("bytes ") else { return nil }
         let spec = v.dropFirst(6)
-        let parts = spec.split(separator: "/", maxSplits: 1)
+        let parts = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { return nil }
-        let range = parts[0].split(separator: "-", maxSplits: 1)
-        guard range.count == 2, let start = Int64(range[0]), let end = Int64(range[1]), end >= start else { return nil }
-        return (start, end, parts[1] == "*" ? nil : Int64(parts[1]))
+        let range = parts[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard range.count == 2, let start = ExternalNumber.decimal(range[0]), let end = ExternalNumber.decimal(range[1]),
+              end >= start else { return nil }
+        if parts[1] == "*" { return (start, end, nil) }
+        guard let total = ExternalNumber.decimal(parts[1]), total > end else { return nil }
+        return (start, end, total)
     }
 
-    /// `Retry-After: 120` or an HTTP date.
-    static func parseRetryAfter(_ value: String) -> Double? {
-        if let seconds = Double(value), seconds >= 0 { return seconds }
+    /// `Retry-After: 120` (saturating: ten thousand digits is simply too long) or an HTTP
+    /// date, as whole seconds from `now`; nil for anything else (P12).
+    static func parseRetryAfter(_ value: String, now: Date = Date()) -> Int64? {
+        if let seconds = ExternalNumber.saturatingDecimal(value) { return seconds }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
         guard let date = formatter.date(from: value) else { return nil }
-        return max(0, date.timeIntervalSinceNow)
+        return max(0, ExternalNumber.int64(clamping: date.timeIntervalSince(now).rounded(.up)) ?? 0)
     }
 }
 

@@ -1,0 +1,65 @@
+import Foundation
+import GlassesTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// P12 through the built command: a server's `Retry-After` of any size or shape never
+/// traps. Values beyond what a run waits end it with exit 75 (temporary) and a message;
+/// values that are not a number are ignored (the usual backoff applies). Either way no
+/// space reservation is left behind.
+@Suite("Reliability: hostile numbers from a server never trap")
+struct HostileServerNumberTests {
+    static let faultServerScript = PackageRoot.path() + "/Tests/Tools/faultserver.py"
+
+    struct Case: CustomTestStringConvertible, Sendable {
+        var retryAfter: String
+        /// True when the value is a number too long to wait for (exit 75 at once, the message says so).
+        var tooLong: Bool
+        var testDescription: String { retryAfter.count > 40 ? "\(retryAfter.count) digits" : "'\(retryAfter)'" }
+    }
+
+    static let cases: [Case] = [
+        Case(retryAfter: "86400", tooLong: true),
+        Case(retryAfter: "9223372036854775807", tooLong: true),       // Int.max
+        Case(retryAfter: "9223372036854775808", tooLong: true),       // Int.max + 1
+        Case(retryAfter: "99999999999999999999", tooLong: true),
+        Case(retryAfter: String(repeating: "9", count: 10_000), tooLong: true),
+        Case(retryAfter: "-1", tooLong: false),
+        Case(retryAfter: "1e400", tooLong: false),
+        Case(retryAfter: "NaN", tooLong: false),
+        Case(retryAfter: "inf", tooLong: false),
+    ]
+
+    @Test("503 with a hostile Retry-After: exit 75 with a message, no crash, no reservation left", arguments: cases)
+    func retryAfter(_ c: Case) throws {
+        let w = try World(); defer { w.remove() }
+        let server = try PortServer(python: Self.faultServerScript)
+        defer { server.stop() }
+        try w.addModel("ra", files: [("model.bin", 1000)])
+        let catalog = try w.filesCatalog("ra", id: "ra", baseURL: "http://127.0.0.1:\(server.port)/m/")
+        let spec: [String: Any] = ["path": "/m/model.bin", "size": 1000, "seed": 1, "status": 503, "retry_after": c.retryAfter]
+        let body = String(decoding: try JSONSerialization.data(withJSONObject: spec), as: UTF8.self)
+        let post = try World.tool("/usr/bin/env", ["python3", "-c", """
+            import sys, urllib.request
+            r = urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST"))
+            sys.exit(0 if r.status == 200 else 1)
+            """, "http://127.0.0.1:\(server.port)/_fault", body])
+        try #require(post.status == 0, "configuring the fault server: \(post)")
+
+        let r = try w.run(["download", "ra", "--retries", "1", "--retry-delay", "0"], catalog: catalog, timeout: 60)
+        #expect(r.status == 75, "exit 75 (temporary), not a crash\n\(r.description.prefix(3000))")
+        #expect(r.stderr.contains("model.bin of ra could not be fetched"), "\(r.description.prefix(3000))")
+        if c.tooLong {
+            #expect(r.stderr.contains("the server asks to retry after"), "the message says why\n\(r.description.prefix(3000))")
+        }
+        // No reservation outlives the run (read with Python's sqlite3, apart from the code under test).
+        let count = try World.tool("/usr/bin/env", ["python3", "-c",
+            "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT COUNT(*) FROM reservations').fetchone()[0])",
+            w.store + "/records.sqlite3"])
+        #expect(count.status == 0 && count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0",
+                "no space stays reserved after the run: \(count)")
+    }
+}
