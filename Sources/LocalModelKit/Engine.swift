@@ -123,7 +123,7 @@ public final class LocalModelEngine: Sendable {
         var installs: [String: InstallRecord]
         var reservations: [(modelId: String, pid: Int32, bytes: Int64)]
         var space: FilesystemSpace
-        var reservedBytes: Int64 { reservations.reduce(0) { $0 + $1.bytes } }
+        var reservedBytes: Int64 { ExternalNumber.saturatingSum(reservations.map(\.bytes)) }
     }
 
     private func snapshot() throws -> Snapshot {
@@ -145,7 +145,7 @@ public final class LocalModelEngine: Sendable {
             let record = snap.installs[model.id]
             let installed = isInstalled(model, record: record)
             let own = snap.reservations.first { $0.modelId == model.id }?.bytes ?? 0
-            let fit = storageFit(model, installed: installed, space: snap.space, reservedByOthers: reserved - own)
+            let fit = storageFit(model, installed: installed, space: snap.space, reservedByOthers: max(0, reserved - own))
             return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit)
         }
     }

@@ -80,6 +80,8 @@ enum Format {
     }
 
     static func date(_ seconds: Double) -> String {
+        // A timestamp from a damaged records database may be anything (P12).
+        guard seconds.isFinite, seconds >= 0, seconds < 253_402_300_800 else { return "(unknown time)" }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")

@@ -116,8 +116,8 @@ func runMain() -> Int32 {
         if let mirror = invocation.value("--mirror"), let problem = CatalogRules.urlProblem(mirror) {
             return report(.usage("--mirror: \(problem)", of: invocation.command))
         }
-        if let stall = invocation.value("--stall-timeout"), Double(stall).map({ $0 > 0 && $0.isFinite }) != true {
-            return report(.usage("--stall-timeout must be a positive number of seconds, got '\(stall)'", of: invocation.command))
+        if let stall = invocation.value("--stall-timeout"), Double(stall).map({ $0 >= 1 && $0 <= 86_400 }) != true {
+            return report(.usage("--stall-timeout must be 1…86400 seconds, got '\(stall.prefix(40))'", of: invocation.command))
         }
         let context = CommandContext(invocation: invocation, environment: ProcessInfo.processInfo.environment)
         do {

@@ -62,4 +62,26 @@ struct HostileServerNumberTests {
         #expect(count.status == 0 && count.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "0",
                 "no space stays reserved after the run: \(count)")
     }
+
+    @Test("numeric options given Int.max, Int.max + 1, -1, 1e400, NaN or 10,000 digits: a usage error (exit 2), never a crash")
+    func hostileOptionValues() throws {
+        let w = try World(); defer { w.remove() }
+        let values = ["9223372036854775807", "9223372036854775808", "-1", "1e400", "NaN", String(repeating: "9", count: 10_000)]
+        let options: [(command: [String], option: String)] = [
+            (["download", "x"], "--stall-timeout"), (["download", "x"], "--parallel"), (["download", "x"], "--retries"),
+            (["download", "x"], "--retry-delay"), (["history"], "--limit"), (["auto"], "--memory-share"),
+        ]
+        for (command, option) in options {
+            for value in values {
+                let r = try w.run(command + [option, value], catalog: nil, timeout: 30)
+                // `history --limit Int.max` is a fine way to say "everything".
+                if option == "--limit" && value == values[0] {
+                    #expect(r.status == 0, "\(r)")
+                    continue
+                }
+                #expect(r.status == 2, "\(option) \(value.prefix(30)): \(r.description.prefix(600))")
+                #expect(r.stderr.contains(option), "the message names \(option)\n\(r.description.prefix(600))")
+            }
+        }
+    }
 }

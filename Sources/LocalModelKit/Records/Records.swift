@@ -447,12 +447,15 @@ public struct ReadContext {
 
     /// Bytes reserved by downloads in flight, except `excluding`'s own.
     public func reservedBytes(excluding modelId: String? = nil) throws -> Int64 {
-        try db.scalar("SELECT COALESCE(SUM(bytes), 0) FROM reservations WHERE model_id IS NOT ?", [modelId.map { .text($0) } ?? .null]).int64 ?? 0
+        // Summed here, saturating: SQLite's SUM fails on an overflow, and a damaged or
+        // hostile database must not stop every download (P12).
+        ExternalNumber.saturatingSum(try db.query("SELECT bytes FROM reservations WHERE model_id IS NOT ?",
+                                                  [modelId.map { .text($0) } ?? .null]).map { $0[0].int64 ?? 0 })
     }
 
     public func reservations() throws -> [(modelId: String, pid: Int32, bytes: Int64)] {
         try db.query("SELECT model_id, pid, bytes FROM reservations ORDER BY model_id").map {
-            ($0[0].string ?? "", Int32(truncatingIfNeeded: $0[1].int64 ?? 0), $0[2].int64 ?? 0)
+            ($0[0].string ?? "", Int32(truncatingIfNeeded: $0[1].int64 ?? 0), max(0, $0[2].int64 ?? 0))
         }
     }
 

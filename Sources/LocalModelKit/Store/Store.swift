@@ -147,8 +147,13 @@ public struct FilesystemSpace: Sendable, Equatable {
         }
         var vfs = statvfs()
         guard statvfs(probe, &vfs) == 0 else { throw SystemError(errno: errno, "read free space of \(probe)") }
-        let unit = Int64(vfs.f_frsize != 0 ? vfs.f_frsize : vfs.f_bsize)
-        return FilesystemSpace(availableBytes: Int64(vfs.f_bavail) * unit, totalBytes: Int64(vfs.f_blocks) * unit)
+        // A filesystem (FUSE, a network mount) may report anything: saturate, never trap (P12).
+        let unit = Int64(clamping: vfs.f_frsize != 0 ? vfs.f_frsize : vfs.f_bsize)
+        func bytes(_ blocks: some BinaryInteger) -> Int64 {
+            let (product, overflow) = Int64(clamping: blocks).multipliedReportingOverflow(by: unit)
+            return overflow ? .max : product
+        }
+        return FilesystemSpace(availableBytes: bytes(vfs.f_bavail), totalBytes: bytes(vfs.f_blocks))
     }
 }
 

@@ -1,0 +1,141 @@
+import Foundation
+import Testing
+@testable import LocalModelKit
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// P12: every parser of a number that comes from outside — a server's headers, a catalog,
+/// the environment, the records database — fed the values that trap naive code. Each
+/// must answer (a value, a saturated value, or a refusal); none may crash the process.
+@Suite("Hostile numbers never trap (P12)")
+struct HostileNumberTests {
+    static let intMax = "9223372036854775807"
+    static let intMaxPlusOne = "9223372036854775808"
+    static let tenThousandDigits = String(repeating: "9", count: 10_000)
+    /// The issue's list: Int.max, Int.max + 1, -1, 1e400, NaN, 10,000 digits.
+    static let hostile = [intMax, intMaxPlusOne, "-1", "1e400", "NaN", tenThousandDigits]
+
+    @Test("ExternalNumber.decimal: exact, or nil beyond Int64 and for anything but digits")
+    func decimal() {
+        #expect(ExternalNumber.decimal(Self.intMax) == .max)
+        #expect(ExternalNumber.decimal(Self.intMaxPlusOne) == nil)
+        #expect(ExternalNumber.decimal("-1") == nil)
+        #expect(ExternalNumber.decimal("1e400") == nil)
+        #expect(ExternalNumber.decimal("NaN") == nil)
+        #expect(ExternalNumber.decimal(Self.tenThousandDigits) == nil)
+        #expect(ExternalNumber.decimal("") == nil && ExternalNumber.decimal("+5") == nil && ExternalNumber.decimal(" 5") == nil)
+        #expect(ExternalNumber.decimal("0") == 0 && ExternalNumber.decimal("1234") == 1234)
+    }
+
+    @Test("ExternalNumber.saturatingDecimal: huge numbers saturate, non-numbers are refused")
+    func saturatingDecimal() {
+        #expect(ExternalNumber.saturatingDecimal(Self.intMax) == .max)
+        #expect(ExternalNumber.saturatingDecimal(Self.intMaxPlusOne) == .max)
+        #expect(ExternalNumber.saturatingDecimal(Self.tenThousandDigits) == .max)
+        #expect(ExternalNumber.saturatingDecimal("-1") == nil)
+        #expect(ExternalNumber.saturatingDecimal("1e400") == nil)
+        #expect(ExternalNumber.saturatingDecimal("NaN") == nil)
+        #expect(ExternalNumber.saturatingDecimal("120") == 120)
+    }
+
+    @Test("ExternalNumber.int64(clamping:) and saturatingSum")
+    func doubles() {
+        #expect(ExternalNumber.int64(clamping: .nan) == nil)
+        #expect(ExternalNumber.int64(clamping: Double("1e400") ?? 0) == .max)   // +inf
+        #expect(ExternalNumber.int64(clamping: -.infinity) == .min)
+        #expect(ExternalNumber.int64(clamping: Double(Int64.max)) == .max)      // 2^63: one past the range
+        #expect(ExternalNumber.int64(clamping: -1) == -1)
+        #expect(ExternalNumber.int64(clamping: 1e300) == .max)
+        #expect(ExternalNumber.saturatingSum([.max, .max, 1]) == .max)
+        #expect(ExternalNumber.saturatingSum([-5, 3, 4]) == 7)
+    }
+
+    @Test("Retry-After: seconds (saturating), an HTTP date, or ignored")
+    func retryAfter() {
+        #expect(FileJob.parseRetryAfter(Self.intMax) == .max)
+        #expect(FileJob.parseRetryAfter(Self.intMaxPlusOne) == .max)
+        #expect(FileJob.parseRetryAfter(Self.tenThousandDigits) == .max)
+        #expect(FileJob.parseRetryAfter("99999999999999999999") == .max)
+        #expect(FileJob.parseRetryAfter("-1") == nil)
+        #expect(FileJob.parseRetryAfter("1e400") == nil)
+        #expect(FileJob.parseRetryAfter("NaN") == nil)
+        #expect(FileJob.parseRetryAfter("inf") == nil)
+        #expect(FileJob.parseRetryAfter("120") == 120)
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        #expect(FileJob.parseRetryAfter("Tue, 14 Nov 2023 22:15:20 GMT", now: now) == 120, "two minutes after now")
+        #expect(FileJob.parseRetryAfter("Mon, 01 Jan 1990 00:00:00 GMT", now: now) == 0, "a date in the past means now")
+    }
+
+    @Test("Content-Range: every hostile number in every position is refused, never trapped on")
+    func contentRange() {
+        for value in Self.hostile {
+            let tooBig = value != Self.intMax
+            for header in ["bytes \(value)-10/100", "bytes 0-\(value)/100", "bytes 0-10/\(value)", "bytes \(value)-\(value)/\(value)"] {
+                let parsed = FileJob.parseContentRange(header)
+                if tooBig {
+                    #expect(parsed == nil, "\(header.prefix(60)) is refused")
+                }
+            }
+        }
+        // Int.max in range positions is a number, but no total can follow it.
+        #expect(FileJob.parseContentRange("bytes 0-\(Self.intMax)/\(Self.intMax)") == nil)
+        let ok = FileJob.parseContentRange("bytes 100-199/1000")
+        #expect(ok?.start == 100 && ok?.end == 199 && ok?.total == 1000)
+        #expect(FileJob.parseContentRange("bytes 100-199/*")?.total == nil)
+        #expect(FileJob.parseContentRange("bytes 100-199/150") == nil, "a total inside the range is refused")
+    }
+
+    @Test("/proc/meminfo lines with hostile numbers: no trap, no negative reading")
+    func meminfo() {
+        for value in Self.hostile {
+            let text = "MemTotal: \(value) kB\nMemAvailable: \(value) kB\nMemFree: 1 kB\n"
+            var seen: [String: Int] = [:]
+            SystemDeviceProbe.forEachField(Array(text.utf8)) { name, kb in seen[name] = kb }
+            #expect(seen.values.allSatisfy { $0 >= 0 }, "\(value.prefix(30)): \(seen)")
+        }
+    }
+
+    @Test("a catalog with hostile sizes, versions and memory figures is refused with its JSON path, never trapped on")
+    func catalogNumbers() {
+        for value in Self.hostile {
+            let json = """
+                {"schemaVersion": 1, "catalogVersion": \(value), "generatedAt": "2026-01-01T00:00:00Z",
+                 "models": [{"id": "m", "kind": "llm", "displayName": "M", "requiredMb": \(value), "autoEligible": true,
+                   "files": [{"path": "a.bin", "size": \(value), "sha256": null}],
+                   "sources": [{"type": "files", "baseUrl": "https://example.com/m/"}]}]}
+                """
+            do {
+                _ = try CatalogLoader().decode(Array(json.utf8), source: "hostile.json")
+                Issue.record("a catalog with \(value.prefix(30)) was accepted")
+            } catch {
+                // "NaN" is not JSON at all: the whole document is refused; else each field is named.
+                if value != "NaN" {
+                    #expect(error.issues.contains { $0.path.hasSuffix("size") }, "\(error.description.prefix(400))")
+                }
+            }
+        }
+    }
+
+    @Test("a records database with hostile reservations and timestamps: the engine answers, never traps")
+    func recordsNumbers() throws {
+        try StoreTestSupport.withTempDir { dir in
+            let model = StoreTestSupport.filesModel("m", files: [("a.bin", 1000)])
+            let engine = StoreTestSupport.engine(root: dir + "/store", catalog: StoreTestSupport.catalog([model]))
+            let records = try engine.open().records
+            // What a damaged or hostile database may hold (the CHECK constraints bypassed by a
+            // foreign writer): reservations that overflow any sum, timestamps out of range.
+            try records.write { ctx in
+                try ctx.reserve("a", bytes: .max, pid: 1)
+                try ctx.reserve("b", bytes: .max, pid: 2)
+                try ctx.reserve("c", bytes: .max, pid: 3)
+            }
+            let statuses = try engine.models()
+            #expect(statuses.count == 1 && statuses[0].fit.availableBytes == 0, "everything is reserved, so nothing is free")
+            #expect(try records.read { try $0.reservedBytes() } == .max)
+            _ = try engine.autoChoice()
+            _ = try engine.deviceFit(for: "m")
+        }
+    }
+}
