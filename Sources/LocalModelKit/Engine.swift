@@ -103,6 +103,8 @@ public final class LocalModelEngine: Sendable {
             repairs.append(RepairAction(modelId: nil, what: "repairs postponed: the disk is full"))
         } catch let error as SystemError where error.isOutOfSpace {
             repairs.append(RepairAction(modelId: nil, what: "repairs postponed: the disk is full"))
+        } catch RecordsError.readOnly {
+            repairs.append(RepairAction(modelId: nil, what: "repairs left to the store's owner: the store is read-only for this user"))
         }
         opened.withLock { $0 = records }
         return (records, repairs)

@@ -275,7 +275,11 @@ enum TransferCommands {
                 reports.append(["modelId": .string(id), "ok": .bool(report.ok), "filesChecked": JSONValue(report.filesChecked),
                                 "sizeOnly": JSONValue(report.sizeOnly),
                                 "problems": .array(report.problems.map { ["path": .string($0.path), "detail": .string($0.detail)] }),
-                                "repaired": .array(report.repaired.map { .string($0) })])
+                                "repaired": .array(report.repaired.map { .string($0) }),
+                                "readWithoutLock": report.readWithoutLock.map(JSONValue.string) ?? .null])
+                if let reason = report.readWithoutLock {
+                    context.console.err("note: \(id) was read without its lock: \(reason); a download running at the same time could make this answer stale.")
+                }
                 if report.problems.isEmpty {
                     let note = report.sizeOnly > 0 ? " (\(report.sizeOnly) size-checked only: no hash known)" : ""
                     context.console.say("\(id): ok, \(report.filesChecked) files verified\(note)")

@@ -94,6 +94,8 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     case busyTooLong(path: String, seconds: Int)
     /// The disk holding the records is full.
     case diskFull(path: String)
+    /// This user may read the database but not write it (a system-wide store).
+    case readOnly(path: String)
     /// The database, or its `-wal`/`-shm`/`-journal` file, is a symbolic link (P11).
     case symbolicLink(path: String)
     /// Any other SQLite failure.
@@ -119,6 +121,8 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
             return "records database \(path) stayed locked by another process for \(seconds) s. Check for a hung glasses-local process ('fuser \(path)') and retry."
         case .diskFull(let path):
             return "records database \(path) cannot be written: the disk is full. Free space ('glasses-local delete ID' and 'glasses-local gc' work on a full disk) and retry."
+        case .readOnly(let path):
+            return "records database \(path) is read-only for this user: reading works, changing the store needs its owner. Use a store of your own with --store or EXTENTOS_MODELS_DIR to download."
         case .symbolicLink(let path):
             return "records database file \(path) is a symbolic link; links inside the store are never followed, so nothing was read or written through it. Put the real file in its place, or move the link away (install records are then rebuilt: models already on disk are re-verified, not fetched again)."
         case let .sqlite(error):
@@ -186,6 +190,7 @@ public final class Records: Sendable {
         if error.isCorruption { return .corrupt(path: path, detail: Records.shortDetail(error)) }
         if error.isDiskFull { return .diskFull(path: path) }
         let primary = error.code & 0xFF
+        if primary == 8 { return .readOnly(path: path) }   // SQLITE_READONLY
         // SQLITE_CANTOPEN 14, SQLITE_PERM 3, SQLITE_READONLY 8, SQLITE_IOERR 10, SQLITE_AUTH 23.
         if [14, 3, 8, 10, 23].contains(primary) { return .unavailable(path: path, detail: Records.shortDetail(error)) }
         return .sqlite(error)

@@ -26,6 +26,10 @@ public struct VerifyReport: Sendable, Equatable {
     public var problems: [Problem]
     /// Files fetched again by `--repair`.
     public var repaired: [String]
+    /// Set when the files were read without the model's lock, and why (a store this user
+    /// may read but not write, with no lock file yet): a download running at the same
+    /// time could change the answer.
+    public var readWithoutLock: String? = nil
     public var ok: Bool { problems.count == repaired.count }
 }
 
@@ -51,6 +55,25 @@ extension LocalModelEngine {
         }
         defer { lock.unlock() }
         return try body()
+    }
+
+    /// For reads that must not see a download change the files under them: a shared lock
+    /// (taken read-only where this user may not write the lock file). On a store this user
+    /// cannot write and whose lock file does not exist yet, the read goes ahead without
+    /// it; `body` is told why, so the answer can say so.
+    func withModelReadLock<T>(_ id: String, _ body: (_ withoutLockBecause: String?) throws(DownloadError) -> T) throws(DownloadError) -> T {
+        let lock = FileLock(path: layout.lockPath(id: id))
+        do {
+            guard try lock.tryLock(exclusive: false) else { throw DownloadError.busy(modelId: id) }
+        } catch let error as DownloadError {
+            throw error
+        } catch let error as SystemError where [EACCES, EROFS, EPERM, ENOENT].contains(error.errno) {
+            return try body("the store is not writable by this user and \(lock.path) cannot be created (\(error.message))")
+        } catch {
+            throw .io(modelId: id, message: "\(error)")
+        }
+        defer { lock.unlock() }
+        return try body(nil)
     }
 
     /// Removes a model's files, partial data and record. Refuses while any process holds
@@ -108,7 +131,12 @@ extension LocalModelEngine {
         guard let model = catalog.model(id: id) else { throw .unknownModel(id) }
         let records: Records
         do { records = try open().records } catch { throw .io(modelId: id, message: "\(error)") }
-        return try withModelLock(id) { () throws(DownloadError) -> VerifyReport in
+        // Reading takes a shared lock; repairing writes, so it takes the model's own.
+        func locked(_ body: (String?) throws(DownloadError) -> VerifyReport) throws(DownloadError) -> VerifyReport {
+            if repair { return try withModelLock(id) { () throws(DownloadError) in try body(nil) } }
+            return try withModelReadLock(id, body)
+        }
+        return try locked { withoutLock throws(DownloadError) -> VerifyReport in
             let record: InstallRecord?
             let recorded: [FileRecord]
             do {
@@ -154,7 +182,8 @@ extension LocalModelEngine {
             let detail = problems.isEmpty ? "all \(model.files.count) files match"
                 : "\(problems.count) bad file(s), first \(problems[0].path): \(problems[0].detail)" + (repaired.isEmpty ? "" : "; \(repaired.count) re-fetched")
             try? records.append(.verified, modelId: id, detail: detail)
-            return VerifyReport(modelId: id, filesChecked: model.files.count, sizeOnly: sizeOnly, problems: problems, repaired: repaired)
+            return VerifyReport(modelId: id, filesChecked: model.files.count, sizeOnly: sizeOnly, problems: problems, repaired: repaired,
+                                readWithoutLock: withoutLock)
         }
     }
 

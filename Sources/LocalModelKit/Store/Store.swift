@@ -218,7 +218,21 @@ public final class FileLock {
                 let reader = FileIO.retrying { open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
                 if reader >= 0 { return reader }
             }
-            throw SystemError(errno: e, "open lock file \(path)")
+            var error = SystemError(errno: e, "open lock file \(path)")
+            if e == EACCES || e == EROFS || e == EPERM {
+                error.message += " — this store is read-only for this user; changing it needs its owner, or use a store of your own (--store DIR or EXTENTOS_MODELS_DIR)"
+            }
+            throw error
+        }
+    }
+
+    /// `tryLock`, where a lock this user is not permitted to take counts as not available
+    /// (start-up repair on a store this user may only read leaves it to the owner).
+    func tryLockIfPermitted() throws(SystemError) -> Bool {
+        do {
+            return try tryLock()
+        } catch where [EACCES, EROFS, EPERM].contains(error.errno) {
+            return false
         }
     }
 
