@@ -85,13 +85,16 @@ public final class CancellationFlag: Sendable {
     public var isCancelled: Bool { state.withLock { $0.cancelled } }
 
     public func cancel() {
-        let waker = state.withLock { s -> CurlWaker? in
+        // Woken under the lock: `attach(nil)` waits for it, and the session frees its multi
+        // handle only after `attach(nil)` returned, so a wake never reaches a freed handle.
+        state.withLock { s in
             s.cancelled = true
-            return s.waker
+            s.waker?.wake()
         }
-        waker?.wake()
     }
 
+    /// Attaches the multi handle a cancel must wake, or detaches it (nil). The owner keeps
+    /// the handle alive until its `attach(nil)` has returned.
     func attach(_ waker: CurlWaker?) {
         state.withLock { $0.waker = waker }
     }
@@ -126,7 +129,11 @@ final class TransferSession {
     func run(_ requests: [FileRequest]) throws(TransferFault) -> [FileOutcome] {
         let multi = try CurlMulti()
         cancellation.attach(multi.waker)
-        defer { cancellation.attach(nil) }
+        defer {
+            cancellation.attach(nil)
+            // The handle lives until the detach above (ARC could otherwise end it at its last use).
+            withExtendedLifetime(multi) {}
+        }
 
         let jobs = requests.enumerated().map { FileJob(index: $0.offset, request: $0.element, session: self) }
         var queue = jobs.sorted { $0.request.size > $1.request.size }   // largest first: shortest total time
