@@ -235,7 +235,11 @@ public final class LocalModelEngine: Sendable {
     /// What installing a not-yet-installed model still needs on disk: the bytes not yet
     /// downloaded, unpack room for an archive, and the margin; and the bytes already there.
     func storageStillNeeded(_ model: CatalogModel) -> (required: Int64, present: Int64) {
-        let present = partialBytes(model)
+        storageStillNeeded(model, present: partialBytes(model))
+    }
+
+    /// The same, with the bytes present as a running transfer knows them.
+    func storageStillNeeded(_ model: CatalogModel, present: Int64) -> (required: Int64, present: Int64) {
         let remaining = max(0, model.downloadBytes - present)
         // An archive is extracted next to itself: the whole tree needs room while it exists.
         let unpackRoom: Int64

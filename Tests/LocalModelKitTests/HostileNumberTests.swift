@@ -54,18 +54,18 @@ struct HostileNumberTests {
 
     @Test("Retry-After: seconds (saturating), an HTTP date, or ignored")
     func retryAfter() {
-        #expect(FileJob.parseRetryAfter(Self.intMax) == .max)
-        #expect(FileJob.parseRetryAfter(Self.intMaxPlusOne) == .max)
-        #expect(FileJob.parseRetryAfter(Self.tenThousandDigits) == .max)
-        #expect(FileJob.parseRetryAfter("99999999999999999999") == .max)
-        #expect(FileJob.parseRetryAfter("-1") == nil)
-        #expect(FileJob.parseRetryAfter("1e400") == nil)
-        #expect(FileJob.parseRetryAfter("NaN") == nil)
-        #expect(FileJob.parseRetryAfter("inf") == nil)
-        #expect(FileJob.parseRetryAfter("120") == 120)
+        #expect(HTTPHeader.retryAfter(Self.intMax) == .max)
+        #expect(HTTPHeader.retryAfter(Self.intMaxPlusOne) == .max)
+        #expect(HTTPHeader.retryAfter(Self.tenThousandDigits) == .max)
+        #expect(HTTPHeader.retryAfter("99999999999999999999") == .max)
+        #expect(HTTPHeader.retryAfter("-1") == nil)
+        #expect(HTTPHeader.retryAfter("1e400") == nil)
+        #expect(HTTPHeader.retryAfter("NaN") == nil)
+        #expect(HTTPHeader.retryAfter("inf") == nil)
+        #expect(HTTPHeader.retryAfter("120") == 120)
         let now = Date(timeIntervalSince1970: 1_700_000_000)
-        #expect(FileJob.parseRetryAfter("Tue, 14 Nov 2023 22:15:20 GMT", now: now) == 120, "two minutes after now")
-        #expect(FileJob.parseRetryAfter("Mon, 01 Jan 1990 00:00:00 GMT", now: now) == 0, "a date in the past means now")
+        #expect(HTTPHeader.retryAfter("Tue, 14 Nov 2023 22:15:20 GMT", now: now) == 120, "two minutes after now")
+        #expect(HTTPHeader.retryAfter("Mon, 01 Jan 1990 00:00:00 GMT", now: now) == 0, "a date in the past means now")
     }
 
     @Test("Content-Range: every hostile number in every position is refused, never trapped on")
@@ -73,18 +73,18 @@ struct HostileNumberTests {
         for value in Self.hostile {
             let tooBig = value != Self.intMax
             for header in ["bytes \(value)-10/100", "bytes 0-\(value)/100", "bytes 0-10/\(value)", "bytes \(value)-\(value)/\(value)"] {
-                let parsed = FileJob.parseContentRange(header)
+                let parsed = HTTPHeader.contentRange(header)
                 if tooBig {
                     #expect(parsed == nil, "\(header.prefix(60)) is refused")
                 }
             }
         }
         // Int.max in range positions is a number, but no total can follow it.
-        #expect(FileJob.parseContentRange("bytes 0-\(Self.intMax)/\(Self.intMax)") == nil)
-        let ok = FileJob.parseContentRange("bytes 100-199/1000")
+        #expect(HTTPHeader.contentRange("bytes 0-\(Self.intMax)/\(Self.intMax)") == nil)
+        let ok = HTTPHeader.contentRange("bytes 100-199/1000")
         #expect(ok?.start == 100 && ok?.end == 199 && ok?.total == 1000)
-        #expect(FileJob.parseContentRange("bytes 100-199/*")?.total == nil)
-        #expect(FileJob.parseContentRange("bytes 100-199/150") == nil, "a total inside the range is refused")
+        #expect(HTTPHeader.contentRange("bytes 100-199/*")?.total == nil)
+        #expect(HTTPHeader.contentRange("bytes 100-199/150") == nil, "a total inside the range is refused")
     }
 
     @Test("/proc/meminfo lines with hostile numbers: no trap, no negative reading")

@@ -210,7 +210,7 @@ extension LocalModelEngine {
         let session = TransferSession(policy: options.policy, cancellation: cancellation,
                                       allowPlainHTTPRedirects: url.lowercased().hasPrefix("http://"),
                                       onEvent: { if case .completed(let f, _) = $0 { onEvent(.fileCompleted(file: f)) } },
-                                      onProgress: { _, _ in })
+                                      onTick: { _ in })
         let outcomes: [FileOutcome]
         do { outcomes = try session.run(requests) } catch { throw .io(modelId: model.id, message: "\(error)") }
         var fixed: [String] = []

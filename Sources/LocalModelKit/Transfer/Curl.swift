@@ -137,9 +137,9 @@ final class CurlEasy {
         set(CURLOPT_SSL_VERIFYPEER, 1)
         set(CURLOPT_SSL_VERIFYHOST, 2)
         if let caFile = policy.caFile { set(CURLOPT_CAINFO, string: caFile) }
-        set(CURLOPT_CONNECTTIMEOUT_MS, Int(policy.connectTimeout * 1000))
+        set(CURLOPT_CONNECTTIMEOUT_MS, Int(clamping: ExternalNumber.int64(clamping: (policy.connectTimeout * 1000).rounded(.up)) ?? 0))
         set(CURLOPT_LOW_SPEED_LIMIT, policy.lowSpeedLimitBytesPerSecond)
-        set(CURLOPT_LOW_SPEED_TIME, max(1, Int(policy.stallTimeout.rounded(.up))))
+        set(CURLOPT_LOW_SPEED_TIME, max(1, Int(clamping: ExternalNumber.int64(clamping: policy.stallTimeout.rounded(.up)) ?? 1)))
         set(CURLOPT_BUFFERSIZE, 256 * 1024)
         set(CURLOPT_TCP_KEEPALIVE, 1)
         // The limit is for the whole download: each of the parallel connections gets its share.

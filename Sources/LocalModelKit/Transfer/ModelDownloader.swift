@@ -106,23 +106,13 @@ private final class DownloadRun {
 
     // Progress state.
     private var lastFraction = 0.0
-    private var lastEmit = 0.0
     private var rateWindow: [(time: Double, bytes: Int64)] = []
     /// This run's first progress reading, for the average rate reported at the end.
     private var firstReading: (time: Double, bytes: Int64)?
-    /// When the space reservation was last brought down to what is still missing.
-    private var lastReservationUpdate = 0.0
-    /// Server validators not yet saved (see `transfer`).
+    /// When the resume state was last written to the records.
+    private var lastPersisted = 0.0
+    /// Server validators not yet written (see `persist`).
     private var pendingValidators: [FileRecord] = []
-
-    func flushValidators() {
-        guard !pendingValidators.isEmpty else { return }
-        let batch = pendingValidators
-        pendingValidators = []
-        try? records.write { ctx in
-            for file in batch { try ctx.upsertPartialFile(id, file) }
-        }
-    }
 
     init(engine: LocalModelEngine, model: CatalogModel, records: Records, options: DownloadOptions,
          cancellation: CancellationFlag, onEvent: @escaping (DownloadEvent) -> Void) {
@@ -313,33 +303,52 @@ private final class DownloadRun {
         }
     }
 
-    /// Runs a transfer session, persisting validators and throttling progress.
+    /// Runs a transfer session; its ticks carry the resume state, persisted in one place.
     private func transfer(_ requests: [FileRequest], plainHTTP: Bool, validatorKey: String? = nil) throws(DownloadError) -> [FileOutcome] {
-        let id = self.id
         let session = TransferSession(
             policy: options.policy, cancellation: cancellation, allowPlainHTTPRedirects: plainHTTP,
+            tickInterval: options.progressInterval,
             onEvent: { [self] event in
                 switch event {
                 case .started: break
                 case let .restarted(file, reason): onEvent(.restarted(file: file, reason: reason))
                 case let .retry(file, attempt, cause, delay): onEvent(.retry(file: file, attempt: attempt, cause: cause, delay: delay))
                 case .stalled(let file): onEvent(.stall(file: file))
-                case let .validators(file, etag, lastModified):
-                    // Validators are saved before the body's first byte for every file worth
-                    // resuming; the small ones are batched (a commit each would cost hundreds of
-                    // fsyncs on a voice bundle) and, if a crash loses them, simply restart.
-                    let size = requests.first { $0.name == file }?.size ?? 0
-                    pendingValidators.append(FileRecord(path: validatorKey ?? file, size: size, sha256: nil, etag: etag, lastModified: lastModified))
-                    if size >= FileJob.resumableSize { flushValidators() }
                 case .completed(let file, _): onEvent(.fileCompleted(file: file))
                 }
             },
-            onProgress: { [self] present, total in progress(present, total) })
-        defer { flushValidators() }
+            onTick: { [self] tick in
+                persist(tick, validatorKey: validatorKey)
+                if tick.reason != .validators { progress(tick.presentBytes, tick.totalBytes) }
+            })
         do {
             return try session.run(requests)
         } catch {
             throw .io(modelId: id, message: error.description)
+        }
+    }
+
+    /// The one place the resume state reaches the records: validators for `If-Range`, and
+    /// the space reservation brought down to what is still missing (so other downloads'
+    /// free-space checks neither double-count the bytes already written nor miss ours).
+    /// Validators of files worth resuming are written before their first body byte; the
+    /// rest, with the reservation, every 2 s and at the end (a commit each would cost
+    /// hundreds of fsyncs on a voice bundle).
+    private func persist(_ tick: TransferTick, validatorKey: String?) {
+        pendingValidators += tick.validators.map {
+            FileRecord(path: validatorKey ?? $0.name, size: $0.size, sha256: nil, etag: $0.etag, lastModified: $0.lastModified)
+        }
+        let now = monotonicSeconds()
+        let reservationDue = now - lastPersisted >= 2
+        guard reservationDue || tick.reason != .scheduled else { return }
+        guard reservationDue || !pendingValidators.isEmpty else { return }
+        let batch = pendingValidators
+        pendingValidators = []
+        let stillNeeded = reservationDue ? engine.storageStillNeeded(model, present: tick.presentBytes).required : nil
+        if reservationDue { lastPersisted = now }
+        try? records.write { ctx in
+            if let stillNeeded { try ctx.reserve(id, bytes: stillNeeded, pid: getpid()) }
+            for file in batch { try ctx.upsertPartialFile(id, file) }
         }
     }
 
@@ -364,26 +373,13 @@ private final class DownloadRun {
 
     // MARK: Progress
 
+    /// One progress event per tick (the session's interval is the only throttle).
     private func progress(_ present: Int64, _ total: Int64) {
         if present > 0 && present < total { TestHooks.point("download") }
         let now = monotonicSeconds()
         if firstReading == nil { firstReading = (now, present) }
         rateWindow.append((now, present))
         rateWindow.removeAll { now - $0.time > 5 }
-        // Keep the reservation equal to what this download still needs, so other downloads'
-        // free-space checks neither double-count the bytes already written nor miss ours.
-        if now - lastReservationUpdate >= 2 {
-            lastReservationUpdate = now
-            let stillNeeded = engine.storageStillNeeded(model).required
-            let batch = pendingValidators
-            pendingValidators = []
-            try? records.write { ctx in
-                try ctx.reserve(id, bytes: stillNeeded, pid: getpid())
-                for file in batch { try ctx.upsertPartialFile(id, file) }
-            }
-        }
-        guard now - lastEmit >= options.progressInterval || lastEmit == 0 else { return }
-        lastEmit = now
         let raw = total > 0 ? Double(present) / Double(total) : 0
         // Non-decreasing, and 1.0 only after the commit.
         let fraction = max(lastFraction, min(raw, 0.999))

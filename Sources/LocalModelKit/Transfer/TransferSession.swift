@@ -1,104 +1,4 @@
 import Foundation
-import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// One file to fetch into a partial file.
-public struct FileRequest: Sendable, Equatable {
-    /// The catalog path (or a label like "archive"), for messages and events.
-    public var name: String
-    public var url: String
-    /// Where the bytes accumulate; kept across runs for byte-level resume.
-    public var partialPath: String
-    /// The folder `partialPath` must stay inside (the store): every folder below it is
-    /// opened without following links, and so is the file (P11).
-    public var boundary: String
-    public var size: Int64
-    /// Expected SHA-256; nil means size-checked only.
-    public var sha256: String?
-    /// Validators the server gave last time, for `If-Range`.
-    public var etag: String?
-    public var lastModified: String?
-
-    public init(name: String, url: String, partialPath: String, boundary: String, size: Int64, sha256: String?,
-                etag: String? = nil, lastModified: String? = nil) {
-        self.name = name
-        self.url = url
-        self.partialPath = partialPath
-        self.boundary = boundary
-        self.size = size
-        self.sha256 = sha256
-        self.etag = etag
-        self.lastModified = lastModified
-    }
-}
-
-/// How one file ended.
-public enum FileOutcome: Sendable, Equatable {
-    /// Complete, `size` bytes, hash computed while streaming.
-    case completed(sha256: String, etag: String?, lastModified: String?)
-    case failed(FileFailure)
-}
-
-/// Why a file failed, before the downloader names the model.
-public enum FileFailure: Sendable, Equatable {
-    /// A final HTTP answer (404, 403, 410, …): never retried.
-    case httpStatus(Int, url: String)
-    /// The bytes' SHA-256 differs from the catalog's (the partial was discarded).
-    case hashMismatch(expected: String, actual: String)
-    /// The server sent more than the declared size (the partial was discarded).
-    case tooLong(declared: Int64)
-    /// The server's size for the file differs from the catalog's.
-    case sizeMismatch(declared: Int64, served: Int64)
-    /// No space left while writing; the partial is kept.
-    case noSpace(path: String)
-    /// Transient failures exhausted the retry budget.
-    case retriesExhausted(cause: String, url: String)
-    /// The server asked to wait longer than the policy allows.
-    case retryAfterTooLong(seconds: Int64, url: String)
-    /// Redirect to plain http, unsupported scheme, TLS verification, redirect loop, …
-    case refused(String, url: String)
-    case io(String)
-    case cancelled
-}
-
-/// What a transfer reports while it runs.
-public enum TransferEvent: Sendable, Equatable {
-    case started(file: String, resumeFrom: Int64)
-    /// The partial could not serve as a resume base and starts again from zero.
-    case restarted(file: String, reason: String)
-    case retry(file: String, attempt: Int, cause: String, delay: Double)
-    case stalled(file: String)
-    /// New validators from the server (persist them for `If-Range`).
-    case validators(file: String, etag: String?, lastModified: String?)
-    case completed(file: String, sha256: String)
-}
-
-/// A flag another thread sets to stop a transfer within a poll interval.
-public final class CancellationFlag: Sendable {
-    private let state = Mutex<(cancelled: Bool, waker: CurlWaker?)>((false, nil))
-
-    public init() {}
-
-    public var isCancelled: Bool { state.withLock { $0.cancelled } }
-
-    public func cancel() {
-        // Woken under the lock: `attach(nil)` waits for it, and the session frees its multi
-        // handle only after `attach(nil)` returned, so a wake never reaches a freed handle.
-        state.withLock { s in
-            s.cancelled = true
-            s.waker?.wake()
-        }
-    }
-
-    /// Attaches the multi handle a cancel must wake, or detaches it (nil). The owner keeps
-    /// the handle alive until its `attach(nil)` has returned.
-    func attach(_ waker: CurlWaker?) {
-        state.withLock { $0.waker = waker }
-    }
-}
 
 /// Fetches a set of files with libcurl's multi interface: several at once, each resumed
 /// at byte level, hashed while streaming, capped at its declared size, retried with
@@ -107,22 +7,43 @@ final class TransferSession {
     let policy: TransferPolicy
     let cancellation: CancellationFlag
     let onEvent: (TransferEvent) -> Void
-    /// Called at most every `progressInterval` with (bytes present, total bytes).
-    let onProgress: (Int64, Int64) -> Void
-    var progressInterval: Double = 0.1
+    /// The resume state, once per `tickInterval` (and at once for validators worth saving).
+    let onTick: (TransferTick) -> Void
+    /// The one progress throttle.
+    let tickInterval: Double
     /// Loopback mirrors may redirect over plain http; public origins never.
     let allowPlainHTTPRedirects: Bool
     let hashWorker = HashWorker()
 
+    private var jobs: [FileJob] = []
+    private var totalBytes: Int64 = 0
+    private var pendingValidators: [FileValidators] = []
+
     deinit { hashWorker.stop() }
 
-    init(policy: TransferPolicy, cancellation: CancellationFlag, allowPlainHTTPRedirects: Bool,
-         onEvent: @escaping (TransferEvent) -> Void, onProgress: @escaping (Int64, Int64) -> Void) {
+    init(policy: TransferPolicy, cancellation: CancellationFlag, allowPlainHTTPRedirects: Bool, tickInterval: Double = 0.25,
+         onEvent: @escaping (TransferEvent) -> Void, onTick: @escaping (TransferTick) -> Void) {
         self.policy = policy
         self.cancellation = cancellation
         self.allowPlainHTTPRedirects = allowPlainHTTPRedirects
+        self.tickInterval = tickInterval
         self.onEvent = onEvent
-        self.onProgress = onProgress
+        self.onTick = onTick
+    }
+
+    /// A job's response carried validators. Those of a file worth resuming go upward at
+    /// once, before its first body byte is written; small files' wait for the next tick
+    /// (if a crash loses them, the file simply restarts).
+    func noteValidators(_ validators: FileValidators) {
+        pendingValidators.append(validators)
+        if validators.size >= FileJob.resumableSize { tick(.validators) }
+    }
+
+    private func tick(_ reason: TransferTick.Reason) {
+        let present = jobs.reduce(Int64(0)) { $0 + $1.onDisk }
+        let validators = pendingValidators
+        pendingValidators = []
+        onTick(TransferTick(reason: reason, presentBytes: present, totalBytes: totalBytes, validators: validators))
     }
 
     /// Runs every request to an outcome (in request order).
@@ -135,19 +56,18 @@ final class TransferSession {
             withExtendedLifetime(multi) {}
         }
 
-        let jobs = requests.enumerated().map { FileJob(index: $0.offset, request: $0.element, session: self) }
+        jobs = requests.enumerated().map { FileJob(index: $0.offset, request: $0.element, session: self) }
+        totalBytes = requests.reduce(Int64(0)) { $0 + $1.size }
+        pendingValidators = []
         var queue = jobs.sorted { $0.request.size > $1.request.size }   // largest first: shortest total time
         var active: [Int: FileJob] = [:]
         var spareHandles: [CurlEasy] = []
-        let total = requests.reduce(Int64(0)) { $0 + $1.size }
-        var lastProgress = 0.0
+        var lastTick = 0.0
 
         // Existing partials are hashed once (resume base) before any network traffic, so the
-        // first progress report already counts them.
+        // first tick already counts them.
         for job in jobs where !cancellation.isCancelled { job.prepare() }
-
-        func present() -> Int64 { jobs.reduce(Int64(0)) { $0 + $1.onDisk } }
-        onProgress(present(), total)
+        tick(.scheduled)
 
         while true {
             if cancellation.isCancelled {
@@ -187,576 +107,16 @@ final class TransferSession {
                 spareHandles.append(easy)
                 if job.outcome == nil { queue.append(job) }
             }
-            if now - lastProgress >= progressInterval {
-                lastProgress = now
-                onProgress(present(), total)
+            if now - lastTick >= tickInterval {
+                lastTick = now
+                tick(.scheduled)
             }
-            // Sleep until activity, a retry is due, or the next progress tick.
+            // Sleep until activity, a retry is due, or the next tick.
             let nextRetry = queue.filter { $0.outcome == nil }.map(\.notBefore).min() ?? .infinity
-            let wait = max(0.001, min(progressInterval, nextRetry - monotonicSeconds()))
-            multi.poll(timeoutMs: Int32(wait * 1000))
+            let wait = max(0.001, min(tickInterval, nextRetry - monotonicSeconds()))
+            multi.poll(timeoutMs: Int32(clamping: ExternalNumber.int64(clamping: wait * 1000) ?? 1))
         }
-        onProgress(present(), total)
+        tick(.final)
         return jobs.map { $0.outcome ?? .failed(.cancelled) }
     }
 }
-
-/// Seconds on a clock that never jumps (CLOCK_MONOTONIC), for rates and timeouts.
-public func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
-/// Hashes on a second thread while the transfer thread receives and writes, so SHA-256
-/// costs no wall time on a machine with two cores. Chunks are copied into a bounded queue
-/// (backpressure keeps memory flat whatever the file size); per hasher they are processed
-/// in order.
-final class HashWorker: @unchecked Sendable {
-    // @unchecked: every field is guarded by `condition`; a hasher handed over in an item is
-    // touched only by the worker until `drain()` returns, then only by its job again.
-    private struct Item {
-        let hasher: SHA256Hasher
-        let bytes: UnsafeMutableRawBufferPointer
-    }
-    private let condition = NSCondition()
-    private var queue: [Item] = []
-    private var head = 0
-    private var queuedBytes = 0
-    private var busy = false
-    private var stopping = false
-    private let limit: Int
-
-    init(maxQueuedBytes: Int = 4 << 20) {
-        limit = maxQueuedBytes
-        let thread = Thread { [self] in self.loop() }
-        thread.name = "glasses-local sha256"
-        thread.start()
-    }
-
-    func feed(_ hasher: SHA256Hasher, _ bytes: UnsafeRawBufferPointer) {
-        guard bytes.count > 0 else { return }
-        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 16)
-        copy.copyMemory(from: bytes)
-        condition.lock()
-        while queuedBytes > limit && !stopping { condition.wait() }
-        queue.append(Item(hasher: hasher, bytes: copy))
-        queuedBytes += bytes.count
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    /// Waits until every chunk fed so far has been hashed.
-    func drain() {
-        condition.lock()
-        while head < queue.count || busy { condition.wait() }
-        condition.unlock()
-    }
-
-    /// Ends the thread after the queue is empty.
-    func stop() {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    private func loop() {
-        while true {
-            condition.lock()
-            while head == queue.count && !stopping { condition.wait() }
-            if head == queue.count && stopping {
-                condition.unlock()
-                return
-            }
-            let item = queue[head]
-            head += 1
-            if head > 1024 && head * 2 > queue.count {
-                queue.removeFirst(head)
-                head = 0
-            }
-            busy = true
-            condition.unlock()
-
-            item.hasher.update(UnsafeRawBufferPointer(item.bytes))
-            let count = item.bytes.count
-            item.bytes.deallocate()
-
-            condition.lock()
-            busy = false
-            queuedBytes -= count
-            condition.broadcast()
-            condition.unlock()
-        }
-    }
-}
-
-/// One file's transfer across attempts. Lives on the session's thread only.
-final class FileJob: CurlEasyDelegate {
-    let index: Int
-    var request: FileRequest
-    unowned let session: TransferSession
-    var outcome: FileOutcome?
-    /// Bytes on disk and fed to the hasher.
-    var onDisk: Int64 = 0
-    var notBefore: Double = 0
-    var easy: CurlEasy?
-
-    private var fd: Int32 = -1
-    private var hasher: SHA256Hasher?
-    private var attempts = 0
-    private var attemptsWithoutProgress = 0
-    private var onDiskAtAttemptStart: Int64 = 0
-    private var mismatchRetries = 0
-    private var requestedOffset: Int64 = 0
-
-    // Per-response header state.
-    private var status = 0
-    private var contentRange: (start: Int64, end: Int64, total: Int64?)?
-    private var contentLength: Int64?
-    private var etag: String?
-    private var lastModified: String?
-    private var retryAfter: Int64?
-    private var contentEncoding: String?
-    /// Set when a callback aborted the attempt on purpose.
-    private var abort: Abort?
-    private var accepting = false
-
-    /// Files at least this big resume from a partial; smaller ones restart when their
-    /// validators were not saved (their bytes are cheaper to fetch again than to trust).
-    static let resumableSize: Int64 = 256 << 10
-    /// Bytes an attempt must add to count as progress for the retry budget.
-    static let progressQuantum: Int64 = 64 << 10
-    /// Files at least this big are fsynced on completion; see `finish`.
-    static let fsyncThreshold: Int64 = 8 << 20
-    /// Dirty bytes after which writeback is started early, so the final fsync of a big
-    /// file waits for little.
-    static let writebackChunk: Int64 = 16 << 20
-    private var writebackFrom: Int64 = 0
-
-    enum Abort: Equatable {
-        case restart(String)
-        case tooLong
-        case sizeMismatch(Int64)
-        case noSpace
-        case io(String)
-        case encoding(String)
-        case redirectRefused(String)
-    }
-
-    init(index: Int, request: FileRequest, session: TransferSession) {
-        self.index = index
-        self.request = request
-        self.session = session
-    }
-
-    deinit {
-        if fd >= 0 { close(fd) }
-    }
-
-    func finish(_ result: FileOutcome) {
-        if fd >= 0 {
-            // Big files are flushed as they complete (overlapping the other transfers); small
-            // ones by one filesystem sync before the install (see `FileIO.syncFilesystem`),
-            // which costs one flush instead of hundreds.
-            if case .completed = result, request.size >= FileJob.fsyncThreshold { _ = fsync(fd) }
-            close(fd)
-            fd = -1
-        }
-        outcome = result
-    }
-
-    // MARK: Before the network
-
-    /// Opens the partial and hashes what is there (the resume base). A partial that is
-    /// already complete is verified without any request.
-    func prepare() {
-        do {
-            fd = try FileIO.openFile(request.partialPath, below: request.boundary, flags: O_RDWR | O_CREAT, createParents: true)
-        } catch {
-            finish(.failed(error.isOutOfSpace ? .noSpace(path: request.partialPath) : .io(error.message)))
-            return
-        }
-        var st = stat()
-        fstat(fd, &st)
-        var size = Int64(st.st_size)
-        if size > request.size {
-            // Longer than the file can be: not a resume base (P5).
-            restartFromZero("the partial file was longer than the declared size")
-            size = 0
-        } else if size > 0 && size < request.size && request.size < FileJob.resumableSize
-                    && request.etag == nil && request.lastModified == nil {
-            // A small file whose validators were lost (a crash before they were saved):
-            // without If-Range a resume could splice two versions; fetch it whole.
-            restartFromZero("no validators were saved for this small partial")
-            size = 0
-        }
-        do {
-            let hasher = try SHA256Hasher()
-            if size > 0 {
-                try hashExisting(into: hasher, bytes: size)
-                TestHooks.point("hash")
-            }
-            self.hasher = hasher
-            onDisk = size
-        } catch is CancellationError {
-            finish(.failed(.cancelled))
-            return
-        } catch {
-            finish(.failed(.io("hash \(request.partialPath): \(error)")))
-            return
-        }
-        if onDisk == request.size { verifyComplete(fromNetwork: false) }
-    }
-
-    private func hashExisting(into hasher: SHA256Hasher, bytes: Int64) throws {
-        let bufferSize = 1 << 20
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset: Int64 = 0
-        while offset < bytes {
-            // A multi-gigabyte resume base takes seconds to hash: stay cancellable.
-            if session.cancellation.isCancelled { throw CancellationError() }
-            let want = Int(min(Int64(bufferSize), bytes - offset))
-            let n = FileIO.retrying { pread(fd, buffer.baseAddress, want, off_t(offset)) }
-            if n < 0 { throw SystemError(errno: errno, "read \(request.partialPath)") }
-            if n == 0 { break }
-            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            offset += Int64(n)
-        }
-    }
-
-    private func restartFromZero(_ reason: String) {
-        if fd >= 0 {
-            _ = ftruncate(fd, 0)
-        }
-        hasher = try? SHA256Hasher()
-        onDisk = 0
-        session.onEvent(.restarted(file: request.name, reason: reason))
-    }
-
-    /// The file has all its bytes: compare the streamed hash. A mismatch discards the
-    /// bytes (P6) and allows one fresh download before failing.
-    private func verifyComplete(fromNetwork: Bool) {
-        guard let hasher else { return }
-        session.hashWorker.drain()
-        let actual: String
-        do {
-            actual = try hasher.finalize()
-        } catch {
-            finish(.failed(.io("\(error)")))
-            return
-        }
-        self.hasher = nil
-        if let expected = request.sha256, expected != actual {
-            // Never a resume base again (P6): the bytes go, the file starts from zero.
-            restartFromZero("SHA-256 mismatch (expected \(expected.prefix(12))…, got \(actual.prefix(12))…)")
-            guard fromNetwork else { return }
-            // One fresh download may cure a corrupted transfer; a second mismatch is final.
-            mismatchRetries += 1
-            if mismatchRetries > 1 {
-                finish(.failed(.hashMismatch(expected: expected, actual: actual)))
-            } else {
-                notBefore = 0
-            }
-            return
-        }
-        session.onEvent(.completed(file: request.name, sha256: actual))
-        finish(.completed(sha256: actual, etag: etag ?? request.etag, lastModified: lastModified ?? request.lastModified))
-    }
-
-    // MARK: An attempt
-
-    /// Configures `easy` for the next attempt. Returns false when there is nothing to fetch.
-    func begin(with easy: CurlEasy) -> Bool {
-        guard outcome == nil, fd >= 0 else { return false }
-        if hasher == nil { hasher = try? SHA256Hasher() }
-        attempts += 1
-        status = 0
-        contentRange = nil
-        contentLength = nil
-        retryAfter = nil
-        contentEncoding = nil
-        abort = nil
-        accepting = false
-        onDiskAtAttemptStart = onDisk
-        requestedOffset = onDisk
-        writebackFrom = onDisk
-        var headers: [String] = []
-        if onDisk > 0 {
-            // If-Range: only a strong ETag may be used; else Last-Modified (RFC 9110 §13.1.5).
-            if let tag = request.etag, !tag.hasPrefix("W/") {
-                headers.append("If-Range: \(tag)")
-            } else if let date = request.lastModified {
-                headers.append("If-Range: \(date)")
-            }
-        }
-        easy.reset()
-        easy.configure(url: request.url, resumeFrom: onDisk, headers: headers, policy: session.policy,
-                       allowPlainHTTPRedirects: session.allowPlainHTTPRedirects)
-        easy.delegate = self
-        easy.tag = index
-        self.easy = easy
-        _ = lseek(fd, off_t(onDisk), SEEK_SET)
-        session.onEvent(.started(file: request.name, resumeFrom: onDisk))
-        return true
-    }
-
-    func curlTick() -> Bool { !session.cancellation.isCancelled }
-
-    func curlHeader(_ line: UnsafeRawBufferPointer) -> Bool {
-        let text = String(decoding: line, as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
-            // A new response (redirects and 1xx each start one).
-            let parts = text.split(separator: " ", maxSplits: 2)
-            status = parts.count > 1 ? ExternalNumber.decimal(parts[1]).flatMap { $0 <= 999 ? Int($0) : nil } ?? 0 : 0
-            contentRange = nil
-            contentLength = nil
-            contentEncoding = nil
-            retryAfter = nil
-            accepting = false
-            return true
-        }
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        if trimmed.isEmpty { return endOfHeaders() }
-        guard let colon = trimmed.firstIndex(of: ":") else { return true }
-        let name = trimmed[..<colon].lowercased()
-        let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        switch name {
-        case "content-range": contentRange = Self.parseContentRange(value)
-        case "content-length": contentLength = ExternalNumber.decimal(value)
-        case "etag": if (200..<300).contains(status) { etag = value }
-        case "last-modified": if (200..<300).contains(status) { lastModified = value }
-        case "retry-after": retryAfter = Self.parseRetryAfter(value)
-        case "content-encoding": contentEncoding = value.lowercased()
-        case "location" where (300..<400).contains(status):
-            // libcurl limits the scheme (never https → http); the host is checked here: a
-            // redirect may only lead to https, or to plain http on loopback (P10).
-            if value.contains("://"), let problem = CatalogRules.urlProblem(value) {
-                abort = .redirectRefused("redirect to \(value) refused: \(problem)")
-                return false
-            }
-        default: break
-        }
-        return true
-    }
-
-    /// The whole header block of one response has arrived: decide whether its body is ours.
-    private func endOfHeaders() -> Bool {
-        if (100..<200).contains(status) || (300..<400).contains(status) { return true }
-        switch status {
-        case 200:
-            if let encoding = contentEncoding, encoding != "identity" {
-                abort = .encoding(encoding)
-                return false
-            }
-            if let length = contentLength, length != request.size {
-                abort = .sizeMismatch(length)
-                return false
-            }
-            if onDisk > 0 {
-                // The server ignored the range, or the file changed (If-Range): start over,
-                // in place, with the bytes now arriving (P5).
-                restartFromZero(requestedOffset > 0 ? "the server answered the range request with the whole file" : "restart")
-                _ = lseek(fd, 0, SEEK_SET)
-            }
-            accepting = true
-        case 206:
-            guard let range = contentRange, range.start == onDisk, range.total == request.size else {
-                let got = contentRange.map { "bytes \($0.start)-\($0.end)/\($0.total.map(String.init) ?? "*")" } ?? "none"
-                abort = .restart("the server's Content-Range (\(got)) does not continue the partial at \(onDisk) of \(request.size)")
-                return false
-            }
-            if let encoding = contentEncoding, encoding != "identity" {
-                abort = .encoding(encoding)
-                return false
-            }
-            accepting = true
-        default:
-            accepting = false
-        }
-        if accepting, etag != nil || lastModified != nil {
-            // The next attempt of this run resumes with these validators (If-Range).
-            request.etag = etag
-            request.lastModified = lastModified
-            session.onEvent(.validators(file: request.name, etag: etag, lastModified: lastModified))
-        }
-        return true
-    }
-
-    func curlBody(_ bytes: UnsafeRawBufferPointer) -> Int {
-        // Error pages and redirect bodies are not file content.
-        guard accepting else { return bytes.count }
-        var count = bytes.count
-        var overflow = false
-        if onDisk + Int64(count) > request.size {
-            count = Int(request.size - onDisk)
-            overflow = true
-        }
-        var written = 0
-        while written < count {
-            let n = FileIO.retrying { write(fd, bytes.baseAddress! + written, count - written) }
-            if n < 0 {
-                let e = errno
-                abort = (e == ENOSPC || e == EDQUOT) ? .noSpace : .io(SystemError(errno: e, "write \(request.partialPath)").message)
-                // Keep what reached the disk consistent with the hash.
-                if written > 0, let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<written])) }
-                onDisk += Int64(written)
-                return 0
-            }
-            written += n
-        }
-        if let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<count])) }
-        onDisk += Int64(count)
-        if onDisk - writebackFrom >= FileJob.writebackChunk {
-            FileIO.startWriteback(fd, from: writebackFrom, count: onDisk - writebackFrom)
-            writebackFrom = onDisk
-        }
-        if overflow {
-            abort = .tooLong
-            return 0
-        }
-        return bytes.count
-    }
-
-    // MARK: After an attempt
-
-    func complete(_ result: CurlResult) {
-        easy = nil
-        let url = request.url
-        // Progress means real bytes: a trickle of a few bytes per attempt, or an attempt that
-        // ended in a stall, must not reset the budget (P4: bounded time).
-        var stalled = false
-        if case .timedOut(let message) = result {
-            let m = message.lowercased()
-            stalled = m.contains("too slow") || m.contains("less than")
-        }
-        let gained = onDisk - onDiskAtAttemptStart
-        if !stalled && (gained >= FileJob.progressQuantum || (gained > 0 && onDisk == request.size)) {
-            attemptsWithoutProgress = 0
-        } else {
-            attemptsWithoutProgress += 1
-        }
-
-        if let abort {
-            switch abort {
-            case .restart(let reason):
-                restartFromZero(reason)
-                scheduleRetry(cause: reason)
-            case .tooLong:
-                restartFromZero("the server sent more than the declared \(request.size) bytes")
-                finish(.failed(.tooLong(declared: request.size)))
-            case .sizeMismatch(let served):
-                finish(.failed(.sizeMismatch(declared: request.size, served: served)))
-            case .noSpace:
-                finish(.failed(.noSpace(path: request.partialPath)))
-            case .io(let message):
-                finish(.failed(.io(message)))
-            case .encoding(let encoding):
-                finish(.failed(.refused("the server applied Content-Encoding '\(encoding)' although none was asked for", url: url)))
-            case .redirectRefused(let reason):
-                finish(.failed(.refused(reason, url: url)))
-            }
-            return
-        }
-
-        switch result {
-        case .ok:
-            switch status {
-            case 200, 206:
-                if onDisk == request.size {
-                    verifyComplete(fromNetwork: true)
-                } else {
-                    scheduleRetry(cause: "the connection closed after \(onDisk) of \(request.size) bytes")
-                }
-            case 416:
-                restartFromZero("the server refused the range (416)")
-                scheduleRetry(cause: "HTTP 416")
-            case 408, 425, 429, 500, 502, 503, 504:
-                scheduleRetry(cause: "HTTP \(status)", retryAfter: retryAfter)
-            default:
-                finish(.failed(.httpStatus(status, url: url)))
-            }
-        case .rangeError:
-            restartFromZero("the server did not honour the range request")
-            scheduleRetry(cause: "range not honoured")
-        case .timedOut(let message):
-            if stalled {
-                session.onEvent(.stalled(file: request.name))
-                scheduleRetry(cause: "stalled: under \(session.policy.lowSpeedLimitBytesPerSecond) B/s for \(Int(session.policy.stallTimeout)) s")
-            } else {
-                scheduleRetry(cause: message)
-            }
-        case .transient(let message):
-            scheduleRetry(cause: message)
-        case .abortedByCallback:
-            finish(.failed(.cancelled))
-        case .writeRefused:
-            scheduleRetry(cause: "write refused")
-        case .protocolRefused(let message):
-            finish(.failed(.refused("redirect or URL refused (\(message)); only https is allowed, and never a redirect from https to http", url: url)))
-        case .tooManyRedirects:
-            finish(.failed(.refused("more than \(session.policy.maxRedirects) redirects", url: url)))
-        case .tlsFailure(let message):
-            finish(.failed(.refused("TLS verification failed: \(message)", url: url)))
-        case .other(let code, let message):
-            finish(.failed(.refused("libcurl error \(code): \(message)", url: url)))
-        }
-    }
-
-    private func scheduleRetry(cause: String, retryAfter: Int64? = nil) {
-        guard outcome == nil else { return }
-        // A server that asks for more patience than a run has is the cause to report,
-        // whether or not the retry budget is spent.
-        if let retryAfter, Double(retryAfter) > session.policy.maxRetryAfter {
-            finish(.failed(.retryAfterTooLong(seconds: retryAfter, url: request.url)))
-            return
-        }
-        if attemptsWithoutProgress > session.policy.retryBudget {
-            finish(.failed(.retriesExhausted(cause: cause, url: request.url)))
-            return
-        }
-        var delay: Double
-        if let retryAfter {
-            delay = Double(retryAfter)
-        } else {
-            delay = attemptsWithoutProgress == 0 ? 0 : session.policy.backoff(attempt: attemptsWithoutProgress, random: Double.random(in: 0...1))
-        }
-        delay = max(0, delay)
-        notBefore = monotonicSeconds() + delay
-        session.onEvent(.retry(file: request.name, attempt: attempts + 1, cause: cause, delay: delay))
-    }
-
-    // MARK: Parsing
-
-    /// `bytes 100-199/1000` (or `/*`); nil for anything else, a number beyond `Int64`
-    /// included (P12).
-    static func parseContentRange(_ value: String) -> (start: Int64, end: Int64, total: Int64?)? {
-        let v = value.lowercased()
-        guard v.hasPrefix("bytes ") else { return nil }
-        let spec = v.dropFirst(6)
-        let parts = spec.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
-        guard parts.count == 2 else { return nil }
-        let range = parts[0].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-        guard range.count == 2, let start = ExternalNumber.decimal(range[0]), let end = ExternalNumber.decimal(range[1]),
-              end >= start else { return nil }
-        if parts[1] == "*" { return (start, end, nil) }
-        guard let total = ExternalNumber.decimal(parts[1]), total > end else { return nil }
-        return (start, end, total)
-    }
-
-    /// `Retry-After: 120` (saturating: ten thousand digits is simply too long) or an HTTP
-    /// date, as whole seconds from `now`; nil for anything else (P12).
-    static func parseRetryAfter(_ value: String, now: Date = Date()) -> Int64? {
-        if let seconds = ExternalNumber.saturatingDecimal(value) { return seconds }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: value) else { return nil }
-        return max(0, ExternalNumber.int64(clamping: date.timeIntervalSince(now).rounded(.up)) ?? 0)
-    }
-}
-
-@available(*, unavailable)
-extension FileJob: Sendable {}

@@ -1,0 +1,445 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One file's transfer across attempts. Lives on the session's thread only.
+final class FileJob: CurlEasyDelegate {
+    let index: Int
+    var request: FileRequest
+    unowned let session: TransferSession
+    var outcome: FileOutcome?
+    /// Bytes on disk and fed to the hasher.
+    var onDisk: Int64 = 0
+    var notBefore: Double = 0
+    var easy: CurlEasy?
+
+    private var fd: Int32 = -1
+    private var hasher: SHA256Hasher?
+    private var attempts = 0
+    private var attemptsWithoutProgress = 0
+    private var onDiskAtAttemptStart: Int64 = 0
+    private var mismatchRetries = 0
+    private var requestedOffset: Int64 = 0
+
+    // Per-response header state.
+    private var status = 0
+    private var contentRange: (start: Int64, end: Int64, total: Int64?)?
+    private var contentLength: Int64?
+    private var etag: String?
+    private var lastModified: String?
+    private var retryAfter: Int64?
+    private var contentEncoding: String?
+    /// Set when a callback aborted the attempt on purpose.
+    private var abort: Abort?
+    private var accepting = false
+
+    /// Files at least this big resume from a partial; smaller ones restart when their
+    /// validators were not saved (their bytes are cheaper to fetch again than to trust).
+    static let resumableSize: Int64 = 256 << 10
+    /// Bytes an attempt must add to count as progress for the retry budget.
+    static let progressQuantum: Int64 = 64 << 10
+    /// Files at least this big are fsynced on completion; see `finish`.
+    static let fsyncThreshold: Int64 = 8 << 20
+    /// Dirty bytes after which writeback is started early, so the final fsync of a big
+    /// file waits for little.
+    static let writebackChunk: Int64 = 16 << 20
+    private var writebackFrom: Int64 = 0
+
+    enum Abort: Equatable {
+        case restart(String)
+        case tooLong
+        case sizeMismatch(Int64)
+        case noSpace
+        case io(String)
+        case encoding(String)
+        case redirectRefused(String)
+    }
+
+    init(index: Int, request: FileRequest, session: TransferSession) {
+        self.index = index
+        self.request = request
+        self.session = session
+    }
+
+    deinit {
+        if fd >= 0 { close(fd) }
+    }
+
+    func finish(_ result: FileOutcome) {
+        if fd >= 0 {
+            // Big files are flushed as they complete (overlapping the other transfers); small
+            // ones by one filesystem sync before the install (see `FileIO.syncFilesystem`),
+            // which costs one flush instead of hundreds.
+            if case .completed = result, request.size >= FileJob.fsyncThreshold { _ = fsync(fd) }
+            close(fd)
+            fd = -1
+        }
+        outcome = result
+    }
+
+    // MARK: Before the network
+
+    /// Opens the partial and hashes what is there (the resume base). A partial that is
+    /// already complete is verified without any request.
+    func prepare() {
+        do {
+            fd = try FileIO.openFile(request.partialPath, below: request.boundary, flags: O_RDWR | O_CREAT, createParents: true)
+        } catch {
+            finish(.failed(error.isOutOfSpace ? .noSpace(path: request.partialPath) : .io(error.message)))
+            return
+        }
+        var st = stat()
+        fstat(fd, &st)
+        var size = Int64(st.st_size)
+        if size > request.size {
+            // Longer than the file can be: not a resume base (P5).
+            restartFromZero("the partial file was longer than the declared size")
+            size = 0
+        } else if size > 0 && size < request.size && request.size < FileJob.resumableSize
+                    && request.etag == nil && request.lastModified == nil {
+            // A small file whose validators were lost (a crash before they were saved):
+            // without If-Range a resume could splice two versions; fetch it whole.
+            restartFromZero("no validators were saved for this small partial")
+            size = 0
+        }
+        do {
+            let hasher = try SHA256Hasher()
+            if size > 0 {
+                try hashExisting(into: hasher, bytes: size)
+                TestHooks.point("hash")
+            }
+            self.hasher = hasher
+            onDisk = size
+        } catch is CancellationError {
+            finish(.failed(.cancelled))
+            return
+        } catch {
+            finish(.failed(.io("hash \(request.partialPath): \(error)")))
+            return
+        }
+        if onDisk == request.size { verifyComplete(fromNetwork: false) }
+    }
+
+    private func hashExisting(into hasher: SHA256Hasher, bytes: Int64) throws {
+        let bufferSize = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while offset < bytes {
+            // A multi-gigabyte resume base takes seconds to hash: stay cancellable.
+            if session.cancellation.isCancelled { throw CancellationError() }
+            let want = Int(min(Int64(bufferSize), bytes - offset))
+            let n = FileIO.retrying { pread(fd, buffer.baseAddress, want, off_t(offset)) }
+            if n < 0 { throw SystemError(errno: errno, "read \(request.partialPath)") }
+            if n == 0 { break }
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            offset += Int64(n)
+        }
+    }
+
+    private func restartFromZero(_ reason: String) {
+        if fd >= 0 {
+            _ = ftruncate(fd, 0)
+        }
+        hasher = try? SHA256Hasher()
+        onDisk = 0
+        session.onEvent(.restarted(file: request.name, reason: reason))
+    }
+
+    /// The file has all its bytes: compare the streamed hash. A mismatch discards the
+    /// bytes (P6) and allows one fresh download before failing.
+    private func verifyComplete(fromNetwork: Bool) {
+        guard let hasher else { return }
+        session.hashWorker.drain()
+        let actual: String
+        do {
+            actual = try hasher.finalize()
+        } catch {
+            finish(.failed(.io("\(error)")))
+            return
+        }
+        self.hasher = nil
+        if let expected = request.sha256, expected != actual {
+            // Never a resume base again (P6): the bytes go, the file starts from zero.
+            restartFromZero("SHA-256 mismatch (expected \(expected.prefix(12))…, got \(actual.prefix(12))…)")
+            guard fromNetwork else { return }
+            // One fresh download may cure a corrupted transfer; a second mismatch is final.
+            mismatchRetries += 1
+            if mismatchRetries > 1 {
+                finish(.failed(.hashMismatch(expected: expected, actual: actual)))
+            } else {
+                notBefore = 0
+            }
+            return
+        }
+        session.onEvent(.completed(file: request.name, sha256: actual))
+        finish(.completed(sha256: actual, etag: etag ?? request.etag, lastModified: lastModified ?? request.lastModified))
+    }
+
+    // MARK: An attempt
+
+    /// Configures `easy` for the next attempt. Returns false when there is nothing to fetch.
+    func begin(with easy: CurlEasy) -> Bool {
+        guard outcome == nil, fd >= 0 else { return false }
+        if hasher == nil { hasher = try? SHA256Hasher() }
+        attempts += 1
+        status = 0
+        contentRange = nil
+        contentLength = nil
+        retryAfter = nil
+        contentEncoding = nil
+        abort = nil
+        accepting = false
+        onDiskAtAttemptStart = onDisk
+        requestedOffset = onDisk
+        writebackFrom = onDisk
+        var headers: [String] = []
+        if onDisk > 0 {
+            // If-Range: only a strong ETag may be used; else Last-Modified (RFC 9110 §13.1.5).
+            if let tag = request.etag, !tag.hasPrefix("W/") {
+                headers.append("If-Range: \(tag)")
+            } else if let date = request.lastModified {
+                headers.append("If-Range: \(date)")
+            }
+        }
+        easy.reset()
+        easy.configure(url: request.url, resumeFrom: onDisk, headers: headers, policy: session.policy,
+                       allowPlainHTTPRedirects: session.allowPlainHTTPRedirects)
+        easy.delegate = self
+        easy.tag = index
+        self.easy = easy
+        _ = lseek(fd, off_t(onDisk), SEEK_SET)
+        session.onEvent(.started(file: request.name, resumeFrom: onDisk))
+        return true
+    }
+
+    func curlTick() -> Bool { !session.cancellation.isCancelled }
+
+    func curlHeader(_ line: UnsafeRawBufferPointer) -> Bool {
+        let text = String(decoding: line, as: UTF8.self)
+        if text.hasPrefix("HTTP/") {
+            // A new response (redirects and 1xx each start one).
+            let parts = text.split(separator: " ", maxSplits: 2)
+            status = parts.count > 1 ? ExternalNumber.decimal(parts[1]).flatMap { $0 <= 999 ? Int($0) : nil } ?? 0 : 0
+            contentRange = nil
+            contentLength = nil
+            contentEncoding = nil
+            retryAfter = nil
+            accepting = false
+            return true
+        }
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.isEmpty { return endOfHeaders() }
+        guard let colon = trimmed.firstIndex(of: ":") else { return true }
+        let name = trimmed[..<colon].lowercased()
+        let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        switch name {
+        case "content-range": contentRange = HTTPHeader.contentRange(value)
+        case "content-length": contentLength = ExternalNumber.decimal(value)
+        case "etag": if (200..<300).contains(status) { etag = value }
+        case "last-modified": if (200..<300).contains(status) { lastModified = value }
+        case "retry-after": retryAfter = HTTPHeader.retryAfter(value)
+        case "content-encoding": contentEncoding = value.lowercased()
+        case "location" where (300..<400).contains(status):
+            // libcurl limits the scheme (never https → http); the host is checked here: a
+            // redirect may only lead to https, or to plain http on loopback (P10).
+            if value.contains("://"), let problem = CatalogRules.urlProblem(value) {
+                abort = .redirectRefused("redirect to \(value) refused: \(problem)")
+                return false
+            }
+        default: break
+        }
+        return true
+    }
+
+    /// The whole header block of one response has arrived: decide whether its body is ours.
+    private func endOfHeaders() -> Bool {
+        if (100..<200).contains(status) || (300..<400).contains(status) { return true }
+        switch status {
+        case 200:
+            if let encoding = contentEncoding, encoding != "identity" {
+                abort = .encoding(encoding)
+                return false
+            }
+            if let length = contentLength, length != request.size {
+                abort = .sizeMismatch(length)
+                return false
+            }
+            if onDisk > 0 {
+                // The server ignored the range, or the file changed (If-Range): start over,
+                // in place, with the bytes now arriving (P5).
+                restartFromZero(requestedOffset > 0 ? "the server answered the range request with the whole file" : "restart")
+                _ = lseek(fd, 0, SEEK_SET)
+            }
+            accepting = true
+        case 206:
+            guard let range = contentRange, range.start == onDisk, range.total == request.size else {
+                let got = contentRange.map { "bytes \($0.start)-\($0.end)/\($0.total.map(String.init) ?? "*")" } ?? "none"
+                abort = .restart("the server's Content-Range (\(got)) does not continue the partial at \(onDisk) of \(request.size)")
+                return false
+            }
+            if let encoding = contentEncoding, encoding != "identity" {
+                abort = .encoding(encoding)
+                return false
+            }
+            accepting = true
+        default:
+            accepting = false
+        }
+        if accepting, etag != nil || lastModified != nil {
+            // The next attempt of this run resumes with these validators (If-Range).
+            request.etag = etag
+            request.lastModified = lastModified
+            session.noteValidators(FileValidators(name: request.name, size: request.size, etag: etag, lastModified: lastModified))
+        }
+        return true
+    }
+
+    func curlBody(_ bytes: UnsafeRawBufferPointer) -> Int {
+        // Error pages and redirect bodies are not file content.
+        guard accepting else { return bytes.count }
+        var count = bytes.count
+        var overflow = false
+        if onDisk + Int64(count) > request.size {
+            count = Int(request.size - onDisk)
+            overflow = true
+        }
+        var written = 0
+        while written < count {
+            let n = FileIO.retrying { write(fd, bytes.baseAddress! + written, count - written) }
+            if n < 0 {
+                let e = errno
+                abort = (e == ENOSPC || e == EDQUOT) ? .noSpace : .io(SystemError(errno: e, "write \(request.partialPath)").message)
+                // Keep what reached the disk consistent with the hash.
+                if written > 0, let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<written])) }
+                onDisk += Int64(written)
+                return 0
+            }
+            written += n
+        }
+        if let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<count])) }
+        onDisk += Int64(count)
+        if onDisk - writebackFrom >= FileJob.writebackChunk {
+            FileIO.startWriteback(fd, from: writebackFrom, count: onDisk - writebackFrom)
+            writebackFrom = onDisk
+        }
+        if overflow {
+            abort = .tooLong
+            return 0
+        }
+        return bytes.count
+    }
+
+    // MARK: After an attempt
+
+    func complete(_ result: CurlResult) {
+        easy = nil
+        let url = request.url
+        // Progress means real bytes: a trickle of a few bytes per attempt, or an attempt that
+        // ended in a stall, must not reset the budget (P4: bounded time).
+        var stalled = false
+        if case .timedOut(let message) = result {
+            let m = message.lowercased()
+            stalled = m.contains("too slow") || m.contains("less than")
+        }
+        let gained = onDisk - onDiskAtAttemptStart
+        if !stalled && (gained >= FileJob.progressQuantum || (gained > 0 && onDisk == request.size)) {
+            attemptsWithoutProgress = 0
+        } else {
+            attemptsWithoutProgress += 1
+        }
+
+        if let abort {
+            switch abort {
+            case .restart(let reason):
+                restartFromZero(reason)
+                scheduleRetry(cause: reason)
+            case .tooLong:
+                restartFromZero("the server sent more than the declared \(request.size) bytes")
+                finish(.failed(.tooLong(declared: request.size)))
+            case .sizeMismatch(let served):
+                finish(.failed(.sizeMismatch(declared: request.size, served: served)))
+            case .noSpace:
+                finish(.failed(.noSpace(path: request.partialPath)))
+            case .io(let message):
+                finish(.failed(.io(message)))
+            case .encoding(let encoding):
+                finish(.failed(.refused("the server applied Content-Encoding '\(encoding)' although none was asked for", url: url)))
+            case .redirectRefused(let reason):
+                finish(.failed(.refused(reason, url: url)))
+            }
+            return
+        }
+
+        switch result {
+        case .ok:
+            switch status {
+            case 200, 206:
+                if onDisk == request.size {
+                    verifyComplete(fromNetwork: true)
+                } else {
+                    scheduleRetry(cause: "the connection closed after \(onDisk) of \(request.size) bytes")
+                }
+            case 416:
+                restartFromZero("the server refused the range (416)")
+                scheduleRetry(cause: "HTTP 416")
+            case 408, 425, 429, 500, 502, 503, 504:
+                scheduleRetry(cause: "HTTP \(status)", retryAfter: retryAfter)
+            default:
+                finish(.failed(.httpStatus(status, url: url)))
+            }
+        case .rangeError:
+            restartFromZero("the server did not honour the range request")
+            scheduleRetry(cause: "range not honoured")
+        case .timedOut(let message):
+            if stalled {
+                session.onEvent(.stalled(file: request.name))
+                scheduleRetry(cause: "stalled: under \(session.policy.lowSpeedLimitBytesPerSecond) B/s for \(ExternalNumber.int64(clamping: session.policy.stallTimeout) ?? 0) s")
+            } else {
+                scheduleRetry(cause: message)
+            }
+        case .transient(let message):
+            scheduleRetry(cause: message)
+        case .abortedByCallback:
+            finish(.failed(.cancelled))
+        case .writeRefused:
+            scheduleRetry(cause: "write refused")
+        case .protocolRefused(let message):
+            finish(.failed(.refused("redirect or URL refused (\(message)); only https is allowed, and never a redirect from https to http", url: url)))
+        case .tooManyRedirects:
+            finish(.failed(.refused("more than \(session.policy.maxRedirects) redirects", url: url)))
+        case .tlsFailure(let message):
+            finish(.failed(.refused("TLS verification failed: \(message)", url: url)))
+        case .other(let code, let message):
+            finish(.failed(.refused("libcurl error \(code): \(message)", url: url)))
+        }
+    }
+
+    private func scheduleRetry(cause: String, retryAfter: Int64? = nil) {
+        guard outcome == nil else { return }
+        // A server that asks for more patience than a run has is the cause to report,
+        // whether or not the retry budget is spent.
+        if let retryAfter, Double(retryAfter) > session.policy.maxRetryAfter {
+            finish(.failed(.retryAfterTooLong(seconds: retryAfter, url: request.url)))
+            return
+        }
+        if attemptsWithoutProgress > session.policy.retryBudget {
+            finish(.failed(.retriesExhausted(cause: cause, url: request.url)))
+            return
+        }
+        var delay: Double
+        if let retryAfter {
+            delay = Double(retryAfter)
+        } else {
+            delay = attemptsWithoutProgress == 0 ? 0 : session.policy.backoff(attempt: attemptsWithoutProgress, random: Double.random(in: 0...1))
+        }
+        delay = max(0, delay)
+        notBefore = monotonicSeconds() + delay
+        session.onEvent(.retry(file: request.name, attempt: attempts + 1, cause: cause, delay: delay))
+    }
+}
+
+@available(*, unavailable)
+extension FileJob: Sendable {}

@@ -1,0 +1,98 @@
+// The values a transfer takes and gives: requests, outcomes, failures, events.
+
+/// One file to fetch into a partial file.
+public struct FileRequest: Sendable, Equatable {
+    /// The catalog path (or a label like "archive"), for messages and events.
+    public var name: String
+    public var url: String
+    /// Where the bytes accumulate; kept across runs for byte-level resume.
+    public var partialPath: String
+    /// The folder `partialPath` must stay inside (the store): every folder below it is
+    /// opened without following links, and so is the file (P11).
+    public var boundary: String
+    public var size: Int64
+    /// Expected SHA-256; nil means size-checked only.
+    public var sha256: String?
+    /// Validators the server gave last time, for `If-Range`.
+    public var etag: String?
+    public var lastModified: String?
+
+    public init(name: String, url: String, partialPath: String, boundary: String, size: Int64, sha256: String?,
+                etag: String? = nil, lastModified: String? = nil) {
+        self.name = name
+        self.url = url
+        self.partialPath = partialPath
+        self.boundary = boundary
+        self.size = size
+        self.sha256 = sha256
+        self.etag = etag
+        self.lastModified = lastModified
+    }
+}
+
+/// How one file ended.
+public enum FileOutcome: Sendable, Equatable {
+    /// Complete, `size` bytes, hash computed while streaming.
+    case completed(sha256: String, etag: String?, lastModified: String?)
+    case failed(FileFailure)
+}
+
+/// Why a file failed, before the downloader names the model.
+public enum FileFailure: Sendable, Equatable {
+    /// A final HTTP answer (404, 403, 410, …): never retried.
+    case httpStatus(Int, url: String)
+    /// The bytes' SHA-256 differs from the catalog's (the partial was discarded).
+    case hashMismatch(expected: String, actual: String)
+    /// The server sent more than the declared size (the partial was discarded).
+    case tooLong(declared: Int64)
+    /// The server's size for the file differs from the catalog's.
+    case sizeMismatch(declared: Int64, served: Int64)
+    /// No space left while writing; the partial is kept.
+    case noSpace(path: String)
+    /// Transient failures exhausted the retry budget.
+    case retriesExhausted(cause: String, url: String)
+    /// The server asked to wait longer than the policy allows.
+    case retryAfterTooLong(seconds: Int64, url: String)
+    /// Redirect to plain http, unsupported scheme, TLS verification, redirect loop, …
+    case refused(String, url: String)
+    case io(String)
+    case cancelled
+}
+
+/// What a transfer reports while it runs.
+public enum TransferEvent: Sendable, Equatable {
+    case started(file: String, resumeFrom: Int64)
+    /// The partial could not serve as a resume base and starts again from zero.
+    case restarted(file: String, reason: String)
+    case retry(file: String, attempt: Int, cause: String, delay: Double)
+    case stalled(file: String)
+    case completed(file: String, sha256: String)
+}
+
+/// A server's validators for one file, kept for the next attempt's `If-Range`.
+public struct FileValidators: Sendable, Equatable {
+    public var name: String
+    public var size: Int64
+    public var etag: String?
+    public var lastModified: String?
+}
+
+/// The resume state of a transfer as its session knows it, handed upward as one value
+/// once per tick: the bytes on disk, and the validators that arrived since the last tick.
+/// The session is the only one that knows these; nothing above it `stat`s a partial file
+/// to learn them again.
+public struct TransferTick: Sendable, Equatable {
+    public enum Reason: Sendable, Equatable {
+        /// The regular tick (the one progress throttle).
+        case scheduled
+        /// Validators of a file worth resuming arrived: persist them before its first body byte.
+        case validators
+        /// The session ended; whatever is pending goes now.
+        case final
+    }
+    public var reason: Reason
+    /// Bytes of every requested file on disk (verified resume bases and new bytes).
+    public var presentBytes: Int64
+    public var totalBytes: Int64
+    public var validators: [FileValidators]
+}
