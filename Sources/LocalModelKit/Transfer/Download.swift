@@ -1,0 +1,94 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a download is.
+public enum DownloadPhase: String, Sendable {
+    case resolve, download, verify, unpack, install
+}
+
+/// What a download reports while it runs (the CLI's JSON lines, the richer API).
+public enum DownloadEvent: Sendable, Equatable {
+    case phase(DownloadPhase)
+    /// Byte progress; `fraction` is non-decreasing and below 1 until the install commits.
+    case progress(bytes: Int64, total: Int64, fraction: Double, bytesPerSecond: Double)
+    case retry(file: String, attempt: Int, cause: String, delay: Double)
+    case stall(file: String)
+    case restarted(file: String, reason: String)
+    case fileCompleted(file: String)
+    /// A source failed and the next one is tried.
+    case sourceFallback(failed: String, reason: String)
+    /// Exactly once, after the install committed. `alreadyInstalled` when nothing was fetched.
+    case done(path: String, alreadyInstalled: Bool)
+}
+
+/// How a download behaves.
+public struct DownloadOptions: Sendable {
+    public var policy = TransferPolicy()
+    /// Replaces the origin (scheme://host:port) of every source URL.
+    public var mirror: String?
+    /// Shortest interval between two progress events.
+    public var progressInterval: Double = 0.25
+
+    public init(policy: TransferPolicy = TransferPolicy(), mirror: String? = nil, progressInterval: Double = 0.25) {
+        self.policy = policy
+        self.mirror = mirror
+        self.progressInterval = progressInterval
+    }
+}
+
+extension LocalModelEngine {
+    // MARK: Public entry points
+
+    /// Downloads, verifies and installs a model; async, cancellable.
+    ///
+    /// Runs the blocking transfer on a thread of its own. Task cancellation stops the
+    /// transfer within a poll interval (≤ 100 ms) and keeps the partial data.
+    public func download(modelId: String, options: DownloadOptions = DownloadOptions(),
+                         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) async throws(DownloadError) -> String {
+        let flag = CancellationFlag()
+        let result: Result<String, DownloadError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, DownloadError>, Never>) in
+                let thread = Thread {
+                    let outcome: Result<String, DownloadError>
+                    do throws(DownloadError) {
+                        outcome = .success(try self.downloadBlocking(modelId: modelId, options: options, cancellation: flag, onEvent: onEvent))
+                    } catch {
+                        outcome = .failure(error)
+                    }
+                    continuation.resume(returning: outcome)
+                }
+                thread.name = "glasses-local download \(modelId)"
+                thread.stackSize = 1 << 20
+                thread.start()
+            }
+        } onCancel: {
+            flag.cancel()
+        }
+        return try result.get()
+    }
+
+    /// Downloads, verifies and installs a model on the calling thread.
+    /// - Returns: the install folder.
+    public func downloadBlocking(modelId: String, options: DownloadOptions, cancellation: CancellationFlag,
+                                 onEvent: @escaping (DownloadEvent) -> Void) throws(DownloadError) -> String {
+        guard let model = catalog.model(id: modelId) else { throw .unknownModel(modelId) }
+        onEvent(.phase(.resolve))
+        let records: Records
+        do { records = try open().records } catch { throw .io(modelId: modelId, message: "\(error)") }
+        let lock = FileLock(path: layout.lockPath(id: modelId))
+        do {
+            guard try lock.tryLock() else { throw DownloadError.busy(modelId: modelId) }
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw .io(modelId: modelId, message: "\(error)")
+        }
+        defer { lock.unlock() }
+        let run = DownloadRun(engine: self, model: model, records: records, options: options, cancellation: cancellation, onEvent: onEvent)
+        return try run.execute()
+    }
+}
