@@ -1,5 +1,6 @@
 import Foundation
 import LocalModelKit
+import Synchronization
 
 let commandSpecs: [CommandSpec] = baseCommandSpecs.prefix(4) + transferCommandSpecs + baseCommandSpecs.dropFirst(4)
 
@@ -51,11 +52,14 @@ final class CommandContext {
     private var cachedEngine: LocalModelEngine?
     /// What opening the store repaired, for doctor.
     var repairs: [RepairAction] = []
+    /// The device probe of this command: says once on stderr when a memory override is ignored.
+    let memoryProbe: WarningDeviceProbe
 
     init(invocation: Invocation, environment: [String: String]) {
         self.invocation = invocation
         self.environment = environment
         console = Console(json: invocation.flag("--json"), quiet: invocation.flag("--quiet"))
+        memoryProbe = WarningDeviceProbe(SystemDeviceProbe(environment: environment), console: console)
     }
 
     var storeRoot: String {
@@ -108,7 +112,7 @@ final class CommandContext {
             share = value
         }
         let engine = LocalModelEngine(layout: StoreLayout(root: try storeRoot), catalog: try catalog(),
-                                      probe: SystemDeviceProbe(environment: environment), memoryShare: share)
+                                      probe: memoryProbe, memoryShare: share)
         cachedEngine = engine
         // An existing store is opened now so that repairs of leftovers are reported;
         // a store never written is left untouched by read-only commands.
@@ -138,6 +142,42 @@ final class CommandContext {
         } catch {
             throw CLIError.from(error)
         }
+    }
+}
+
+/// The system probe, plus one warning line on stderr per ignored memory override — once
+/// per process, however often the memory is read (the library itself stays quiet and only
+/// reports them in `MemoryReading.overrideProblems`).
+final class WarningDeviceProbe: DeviceProbe {
+    private let base: SystemDeviceProbe
+    private let console: Console
+    /// Set once the warnings were printed (or another report, like doctor's, took their place).
+    private let warned = Mutex(false)
+
+    init(_ base: SystemDeviceProbe, console: Console) {
+        self.base = base
+        self.console = console
+    }
+
+    func memory() -> MemoryReading {
+        let reading = base.memory()
+        let first = warned.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        if first && !console.quiet {
+            for problem in reading.overrideProblems { console.err("warning: \(problem)") }
+        }
+        return reading
+    }
+
+    func space(at path: String) throws(SystemError) -> FilesystemSpace {
+        try base.space(at: path)
+    }
+
+    /// For a command that reports the problems in its own output (doctor): no stderr line.
+    func reportedElsewhere() {
+        warned.withLock { $0 = true }
     }
 }
 
@@ -186,6 +226,14 @@ enum Commands {
         ["modelId": .string(fit.modelId), "requiredMb": JSONValue(fit.requiredMb), "availableMb": JSONValue(fit.availableMb),
          "fits": .bool(fit.fits), "requiredBytes": .int(fit.requiredBytes), "availableBytes": .int(fit.availableBytes),
          "presentBytes": .int(fit.presentBytes)]
+    }
+
+    /// `[{"variable", "value", "reason", "message"}]`, for `auto --json` and `doctor --json`.
+    static func overrideProblemsJSON(_ problems: [MemoryOverrideProblem]) -> JSONValue {
+        .array(problems.map {
+            ["variable": .string($0.variable), "value": .string($0.value), "reason": .string($0.reason.rawValue),
+             "message": .string($0.description)]
+        })
     }
 
     static func stateText(_ s: ModelStatus) -> String {
@@ -307,7 +355,8 @@ enum Commands {
                 "cloudReason": JSONValue(decision.cloudReason?.rawValue), "downloadTarget": JSONValue(decision.downloadTarget),
                 "steps": .array(decision.steps.map { ["step": JSONValue($0.number), "rungId": JSONValue($0.rungId), "text": .string($0.text)] }),
                 "memory": ["physicalMb": JSONValue(memory.physicalMb), "availableMb": JSONValue(memory.availableMb),
-                           "classBudgetMb": JSONValue(inputs.classBudgetMb), "source": .string(memory.source)],
+                           "classBudgetMb": JSONValue(inputs.classBudgetMb), "source": .string(memory.source),
+                           "overrideProblems": overrideProblemsJSON(memory.overrideProblems)],
                 "freeStorageBytes": .int(inputs.freeStorageBytes),
             ])
             return .ok
@@ -324,6 +373,7 @@ enum Commands {
         if context.invocation.flag("--explain") {
             c.say("")
             c.say("memory: \(Format.mb(memory.physicalMb)) physical × \(engine.memoryShare) = class budget \(Format.mb(inputs.classBudgetMb)); \(Format.mb(memory.availableMb)) available now (from \(memory.source))")
+            for problem in memory.overrideProblems { c.say("memory: \(problem)") }
             c.say("storage: \(Format.mb(Int(inputs.freeStorageBytes >> 20))) free in \(engine.layout.root)")
             for step in decision.steps { c.say(step.description) }
         }

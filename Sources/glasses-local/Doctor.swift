@@ -26,15 +26,16 @@ enum Doctor {
             checks.append(("free space", true, "\(Format.bytes(space.availableBytes)) available of \(Format.bytes(space.totalBytes))"))
         }
 
+        // Doctor lists ignored overrides as failed checks: no separate warning line on stderr.
+        context.memoryProbe.reportedElsewhere()
         let memory = engine.probe.memory()
         json.append(("memory", ["physicalMb": JSONValue(memory.physicalMb), "availableMb": JSONValue(memory.availableMb),
                                 "classBudgetMb": JSONValue(Int(Double(memory.physicalMb) * engine.memoryShare)),
-                                "source": .string(memory.source)]))
+                                "source": .string(memory.source),
+                                "overrideProblems": Commands.overrideProblemsJSON(memory.overrideProblems)]))
         checks.append(("memory", true, "\(Format.mb(memory.physicalMb)) physical, \(Format.mb(memory.availableMb)) available now (\(memory.source))"))
-        for name in ["EXTENTOS_MEMORY_MB", "EXTENTOS_MEMORY_AVAILABLE_MB"] {
-            if let value = context.environment[name], Int(value.trimmingCharacters(in: .whitespaces)).map({ $0 >= 0 }) != true {
-                checks.append((name, false, "'\(value)' is not a whole number of MB; it is ignored"))
-            }
+        for problem in memory.overrideProblems {
+            checks.append(("memory override", false, problem.description))
         }
 
         var recordsJSON: [(key: String, value: JSONValue)] = [("path", .string(layout.recordsPath))]
