@@ -122,17 +122,46 @@ final class CommandContext {
 
     /// Opens the store (creating it, repairing leftovers) and reports repairs on stderr.
     func openStore() throws(CLIError) -> Records {
-        let engine = try engine()
         do {
-            let (records, repairs) = try engine.open()
-            self.repairs = repairs
-            if !console.quiet {
-                for repair in repairs { console.err("repaired: \(repair)") }
-            }
-            return records
+            return try openRecords(try engine())
         } catch {
             throw CLIError.from(error)
         }
+    }
+
+    /// What opening the store found, for the commands that still answer when the records
+    /// database is damaged (`list` from the catalog, `doctor` with the way out).
+    enum StoreState {
+        case opened(Records)
+        /// No records database yet (and none was created).
+        case notCreated
+        /// `records.sqlite3` is damaged or not a database; it was left as it is.
+        case damaged(RecordsError)
+    }
+
+    /// Like ``openStore()``, but a damaged records database is an answer, not an error.
+    /// - Parameter create: create the store when it does not exist (doctor), or leave a
+    ///   store that was never written untouched (list).
+    func openStoreAllowingDamage(create: Bool) throws(CLIError) -> StoreState {
+        let engine = try engine(openExisting: false)
+        if !create && !FileIO.exists(engine.layout.recordsPath) { return .notCreated }
+        do {
+            return .opened(try openRecords(engine))
+        } catch let error as RecordsError {
+            if case .corrupt = error { return .damaged(error) }
+            throw CLIError.from(error)
+        } catch {
+            throw CLIError.from(error)
+        }
+    }
+
+    private func openRecords(_ engine: LocalModelEngine) throws -> Records {
+        let (records, repairs) = try engine.open()
+        self.repairs = repairs
+        if !console.quiet {
+            for repair in repairs { console.err("repaired: \(repair)") }
+        }
+        return records
     }
 
     /// Runs an engine call, mapping its errors to exit codes.
@@ -242,35 +271,71 @@ enum Commands {
         return "-"
     }
 
+    /// `list --json`'s "state": installed, partial, notInstalled — or unknown when the
+    /// records cannot be read.
+    static func stateName(_ s: ModelStatus, recordsDamaged: Bool) -> String {
+        if recordsDamaged { return "unknown" }
+        if s.isInstalled { return "installed" }
+        return s.isPartial || s.fit.presentBytes > 0 ? "partial" : "notInstalled"
+    }
+
+    /// The catalog with each model's state and storage fit. With a damaged records
+    /// database it still lists the catalog — every state "unknown (records damaged)", the
+    /// storage figures from the disk alone, as the library's `models()` answers — and
+    /// exits 1 with the problem and its fix on stderr.
     static func list(_ context: CommandContext) throws(CLIError) -> ExitCode {
-        let engine = try context.engine()
-        let statuses = try context.attempt { try engine.models() }
+        let state = try context.openStoreAllowingDamage(create: false)
+        let engine = try context.engine(openExisting: false)
+        var damage: RecordsError?
+        if case .damaged(let error) = state { damage = error }
+        let statuses: [ModelStatus]
+        if damage == nil {
+            statuses = try context.attempt { try engine.models() }
+        } else {
+            statuses = try context.attempt { try engine.modelsWithoutRecords() }
+        }
         let space = try context.attempt { try engine.probe.space(at: engine.layout.root) }
+        let problem = damage.map { CLIError(exitCode: .failure, code: "recordsDamaged", message: $0.description) }
         if context.console.json {
-            context.console.printJSON([
-                "catalogVersion": JSONValue(engine.catalog.catalogVersion),
-                "store": .string(engine.layout.root),
-                "availableBytes": .int(space.availableBytes),
-                "models": .array(statuses.map { s in
+            var doc: [(key: String, value: JSONValue)] = [
+                ("catalogVersion", JSONValue(engine.catalog.catalogVersion)),
+                ("store", .string(engine.layout.root)),
+                ("availableBytes", .int(space.availableBytes)),
+                ("recordsDamaged", .bool(damage != nil)),
+                ("models", .array(statuses.map { s in
                     ["id": .string(s.model.id), "kind": .string(s.model.kind.rawValue), "displayName": .string(s.model.displayName),
                      "requiredMb": JSONValue(s.model.requiredMb), "autoEligible": .bool(s.model.autoEligible),
-                     "isInstalled": .bool(s.isInstalled), "downloadBytes": .int(s.model.downloadBytes),
+                     "isInstalled": .bool(s.isInstalled), "state": .string(stateName(s, recordsDamaged: damage != nil)),
+                     "downloadBytes": .int(s.model.downloadBytes),
                      "installedBytes": .int(s.model.installedBytes), "presentBytes": .int(s.fit.presentBytes),
                      "fit": ["requiredMb": JSONValue(s.fit.requiredMb), "availableMb": JSONValue(s.fit.availableMb), "fits": .bool(s.fit.fits)]]
-                }),
-            ])
-            return .ok
+                })),
+            ]
+            if let problem {
+                doc.append(("error", ["code": .string(problem.code), "message": .string(problem.message),
+                                      "exitCode": JSONValue(Int(problem.exitCode.rawValue))]))
+            }
+            context.console.printJSON(.object(doc))
+        } else {
+            var rows: [[String]] = [["ID", "KIND", "NAME", "MEMORY", "DOWNLOAD", "STATE", "STORAGE"]]
+            for s in statuses {
+                let storage = s.isInstalled ? "-" : (s.fit.fits ? "fits (\(Format.mb(s.fit.requiredMb)))" : "needs \(Format.mb(s.fit.requiredMb))")
+                rows.append([s.model.id + (s.model.autoEligible ? " *" : ""), s.model.kind.rawValue, s.model.displayName,
+                             Format.mb(s.model.requiredMb), Format.bytes(s.model.downloadBytes),
+                             damage == nil ? stateText(s) : "unknown (records damaged)", storage])
+            }
+            context.console.say("Catalog version \(engine.catalog.catalogVersion) (\(context.catalogSource)), store \(engine.layout.root)")
+            context.console.say("Free space: \(Format.bytes(space.availableBytes)) (\(Format.mb(Int(space.availableBytes >> 20))))\n")
+            context.console.say(Format.table(rows))
+            context.console.say("\n* auto-eligible: 'glasses-local auto' may pick it. MEMORY is what the loaded model needs.")
+            if damage != nil {
+                context.console.say("STATE unknown: the install records cannot be read; STORAGE counts only the partial data on disk.")
+            }
         }
-        var rows: [[String]] = [["ID", "KIND", "NAME", "MEMORY", "DOWNLOAD", "STATE", "STORAGE"]]
-        for s in statuses {
-            let storage = s.isInstalled ? "-" : (s.fit.fits ? "fits (\(Format.mb(s.fit.requiredMb)))" : "needs \(Format.mb(s.fit.requiredMb))")
-            rows.append([s.model.id + (s.model.autoEligible ? " *" : ""), s.model.kind.rawValue, s.model.displayName,
-                         Format.mb(s.model.requiredMb), Format.bytes(s.model.downloadBytes), stateText(s), storage])
+        if let problem {
+            context.console.err("Error: \(problem.message)")
+            return problem.exitCode
         }
-        context.console.say("Catalog version \(engine.catalog.catalogVersion) (\(context.catalogSource)), store \(engine.layout.root)")
-        context.console.say("Free space: \(Format.bytes(space.availableBytes)) (\(Format.mb(Int(space.availableBytes >> 20))))\n")
-        context.console.say(Format.table(rows))
-        context.console.say("\n* auto-eligible: 'glasses-local auto' may pick it. MEMORY is what the loaded model needs.")
         return .ok
     }
 
