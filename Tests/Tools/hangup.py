@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Runs a command on a terminal that then hangs up (test-only, stdlib only).
 
-Usage: hangup.py WATCH_FILE MIN_BYTES TIMEOUT_S -- COMMAND [ARG...]
+Usage: hangup.py [--nohup] WATCH_FILE MIN_BYTES TIMEOUT_S -- COMMAND [ARG...]
 
 The command gets a fresh pseudo-terminal as its controlling terminal (stdin, stdout and
-stderr; it leads its own session), as in a terminal window or an ssh session. Once
+stderr; it leads its own session), as in a terminal window or an ssh session, with every
+signal unblocked and at its default action as a shell starts it (default-signals.py says
+why); with --nohup, SIGHUP is ignored, as `nohup` does. Once
 WATCH_FILE holds at least MIN_BYTES, the terminal's master side is closed: the kernel
 hangs the terminal up, sends the command SIGHUP, and every later write to the terminal
 fails with EIO — what closing the window or losing the ssh connection does.
@@ -23,16 +25,23 @@ import signal
 import sys
 import time
 
+DEFAULT_SIGNALS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "default-signals.py")
+
 
 def main():
-    watch, min_bytes, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-    if sys.argv[4] != "--":
-        sys.exit("usage: hangup.py WATCH_FILE MIN_BYTES TIMEOUT_S -- COMMAND [ARG...]")
-    command = sys.argv[5:]
+    args = sys.argv[1:]
+    nohup = args[:1] == ["--nohup"]
+    if nohup:
+        args = args[1:]
+    if len(args) < 5 or args[3] != "--":
+        sys.exit("usage: hangup.py [--nohup] WATCH_FILE MIN_BYTES TIMEOUT_S -- COMMAND [ARG...]")
+    watch, min_bytes, timeout = args[0], int(args[1]), float(args[2])
+    command = args[4:]
     pid, master = pty.fork()
     if pid == 0:
         try:
-            os.execv(command[0], command)
+            # Through default-signals.py, which execs the command in this same process.
+            os.execv(sys.executable, [sys.executable, DEFAULT_SIGNALS] + (["--nohup"] if nohup else []) + command)
         finally:
             os._exit(127)
 
