@@ -15,7 +15,7 @@ let baseCommandSpecs: [CommandSpec] = [
                 arguments: [("<id>", "A model id from 'glasses-local list'.")], positional: 1...1,
                 usage: "glasses-local fit <id>"),
     CommandSpec(name: "auto", abstract: "Choose the ladder model to run now, or say why the cloud must serve.",
-                discussion: "EXTENTOS_MEMORY_MB and EXTENTOS_MEMORY_AVAILABLE_MB override the memory readings (\"what would a 4 GB device get?\").",
+                discussion: "EXTENTOS_MEMORY_MB and EXTENTOS_MEMORY_AVAILABLE_MB override the memory readings (\"what would a 4 GB device get?\") with a whole number of MiB from 1 to 1,073,741,824 (1 PiB); any other value is ignored with a warning.",
                 options: [OptionSpec(name: "--explain", valueName: nil, help: "Print each step of the rule."),
                           OptionSpec(name: "--memory-share", valueName: "F", help: "Share of physical memory a model may use (default 0.5).")],
                 usage: "glasses-local auto [--explain] [--memory-share F]"),
