@@ -1,5 +1,6 @@
 import Foundation
 import LocalModelKit
+import Synchronization
 
 let commandSpecs: [CommandSpec] = baseCommandSpecs.prefix(4) + transferCommandSpecs + baseCommandSpecs.dropFirst(4)
 
@@ -14,7 +15,7 @@ let baseCommandSpecs: [CommandSpec] = [
                 arguments: [("<id>", "A model id from 'glasses-local list'.")], positional: 1...1,
                 usage: "glasses-local fit <id>"),
     CommandSpec(name: "auto", abstract: "Choose the ladder model to run now, or say why the cloud must serve.",
-                discussion: "EXTENTOS_MEMORY_MB and EXTENTOS_MEMORY_AVAILABLE_MB override the memory readings (\"what would a 4 GB device get?\").",
+                discussion: "EXTENTOS_MEMORY_MB and EXTENTOS_MEMORY_AVAILABLE_MB override the memory readings (\"what would a 4 GB device get?\") with a whole number of MiB from 1 to 1,073,741,824 (1 PiB); any other value is ignored with a warning.",
                 options: [OptionSpec(name: "--explain", valueName: nil, help: "Print each step of the rule."),
                           OptionSpec(name: "--memory-share", valueName: "F", help: "Share of physical memory a model may use (default 0.5).")],
                 usage: "glasses-local auto [--explain] [--memory-share F]"),
@@ -51,11 +52,14 @@ final class CommandContext {
     private var cachedEngine: LocalModelEngine?
     /// What opening the store repaired, for doctor.
     var repairs: [RepairAction] = []
+    /// The device probe of this command: says once on stderr when a memory override is ignored.
+    let memoryProbe: WarningDeviceProbe
 
     init(invocation: Invocation, environment: [String: String]) {
         self.invocation = invocation
         self.environment = environment
         console = Console(json: invocation.flag("--json"), quiet: invocation.flag("--quiet"))
+        memoryProbe = WarningDeviceProbe(SystemDeviceProbe(environment: environment), console: console)
     }
 
     var storeRoot: String {
@@ -108,7 +112,7 @@ final class CommandContext {
             share = value
         }
         let engine = LocalModelEngine(layout: StoreLayout(root: try storeRoot), catalog: try catalog(),
-                                      probe: SystemDeviceProbe(environment: environment), memoryShare: share)
+                                      probe: memoryProbe, memoryShare: share)
         cachedEngine = engine
         // An existing store is opened now so that repairs of leftovers are reported;
         // a store never written is left untouched by read-only commands.
@@ -118,17 +122,46 @@ final class CommandContext {
 
     /// Opens the store (creating it, repairing leftovers) and reports repairs on stderr.
     func openStore() throws(CLIError) -> Records {
-        let engine = try engine()
         do {
-            let (records, repairs) = try engine.open()
-            self.repairs = repairs
-            if !console.quiet {
-                for repair in repairs { console.err("repaired: \(repair)") }
-            }
-            return records
+            return try openRecords(try engine())
         } catch {
             throw CLIError.from(error)
         }
+    }
+
+    /// What opening the store found, for the commands that still answer when the records
+    /// database is damaged (`list` from the catalog, `doctor` with the way out).
+    enum StoreState {
+        case opened(Records)
+        /// No records database yet (and none was created).
+        case notCreated
+        /// `records.sqlite3` is damaged or not a database; it was left as it is.
+        case damaged(RecordsError)
+    }
+
+    /// Like ``openStore()``, but a damaged records database is an answer, not an error.
+    /// - Parameter create: create the store when it does not exist (doctor), or leave a
+    ///   store that was never written untouched (list).
+    func openStoreAllowingDamage(create: Bool) throws(CLIError) -> StoreState {
+        let engine = try engine(openExisting: false)
+        if !create && !FileIO.exists(engine.layout.recordsPath) { return .notCreated }
+        do {
+            return .opened(try openRecords(engine))
+        } catch let error as RecordsError {
+            if case .corrupt = error { return .damaged(error) }
+            throw CLIError.from(error)
+        } catch {
+            throw CLIError.from(error)
+        }
+    }
+
+    private func openRecords(_ engine: LocalModelEngine) throws -> Records {
+        let (records, repairs) = try engine.open()
+        self.repairs = repairs
+        if !console.quiet {
+            for repair in repairs { console.err("repaired: \(repair)") }
+        }
+        return records
     }
 
     /// Runs an engine call, mapping its errors to exit codes.
@@ -138,6 +171,42 @@ final class CommandContext {
         } catch {
             throw CLIError.from(error)
         }
+    }
+}
+
+/// The system probe, plus one warning line on stderr per ignored memory override — once
+/// per process, however often the memory is read (the library itself stays quiet and only
+/// reports them in `MemoryReading.overrideProblems`).
+final class WarningDeviceProbe: DeviceProbe {
+    private let base: SystemDeviceProbe
+    private let console: Console
+    /// Set once the warnings were printed (or another report, like doctor's, took their place).
+    private let warned = Mutex(false)
+
+    init(_ base: SystemDeviceProbe, console: Console) {
+        self.base = base
+        self.console = console
+    }
+
+    func memory() -> MemoryReading {
+        let reading = base.memory()
+        let first = warned.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        if first && !console.quiet {
+            for problem in reading.overrideProblems { console.err("warning: \(problem)") }
+        }
+        return reading
+    }
+
+    func space(at path: String) throws(SystemError) -> FilesystemSpace {
+        try base.space(at: path)
+    }
+
+    /// For a command that reports the problems in its own output (doctor): no stderr line.
+    func reportedElsewhere() {
+        warned.withLock { $0 = true }
     }
 }
 
@@ -188,41 +257,85 @@ enum Commands {
          "presentBytes": .int(fit.presentBytes)]
     }
 
+    /// `[{"variable", "value", "reason", "message"}]`, for `auto --json` and `doctor --json`.
+    static func overrideProblemsJSON(_ problems: [MemoryOverrideProblem]) -> JSONValue {
+        .array(problems.map {
+            ["variable": .string($0.variable), "value": .string($0.value), "reason": .string($0.reason.rawValue),
+             "message": .string($0.description)]
+        })
+    }
+
     static func stateText(_ s: ModelStatus) -> String {
         if s.isInstalled { return "installed" }
         if s.fit.presentBytes > 0 { return "partial \(Int(Double(s.fit.presentBytes) * 100 / Double(max(1, s.model.downloadBytes))))%" }
         return "-"
     }
 
+    /// `list --json`'s "state": installed, partial, notInstalled — or unknown when the
+    /// records cannot be read.
+    static func stateName(_ s: ModelStatus, recordsDamaged: Bool) -> String {
+        if recordsDamaged { return "unknown" }
+        if s.isInstalled { return "installed" }
+        return s.isPartial || s.fit.presentBytes > 0 ? "partial" : "notInstalled"
+    }
+
+    /// The catalog with each model's state and storage fit. With a damaged records
+    /// database it still lists the catalog — every state "unknown (records damaged)", the
+    /// storage figures from the disk alone, as the library's `models()` answers — and
+    /// exits 1 with the problem and its fix on stderr.
     static func list(_ context: CommandContext) throws(CLIError) -> ExitCode {
-        let engine = try context.engine()
-        let statuses = try context.attempt { try engine.models() }
+        let state = try context.openStoreAllowingDamage(create: false)
+        let engine = try context.engine(openExisting: false)
+        var damage: RecordsError?
+        if case .damaged(let error) = state { damage = error }
+        let statuses: [ModelStatus]
+        if damage == nil {
+            statuses = try context.attempt { try engine.models() }
+        } else {
+            statuses = try context.attempt { try engine.modelsWithoutRecords() }
+        }
         let space = try context.attempt { try engine.probe.space(at: engine.layout.root) }
+        let problem = damage.map { CLIError(exitCode: .failure, code: "recordsDamaged", message: $0.description) }
         if context.console.json {
-            context.console.printJSON([
-                "catalogVersion": JSONValue(engine.catalog.catalogVersion),
-                "store": .string(engine.layout.root),
-                "availableBytes": .int(space.availableBytes),
-                "models": .array(statuses.map { s in
+            var doc: [(key: String, value: JSONValue)] = [
+                ("catalogVersion", JSONValue(engine.catalog.catalogVersion)),
+                ("store", .string(engine.layout.root)),
+                ("availableBytes", .int(space.availableBytes)),
+                ("recordsDamaged", .bool(damage != nil)),
+                ("models", .array(statuses.map { s in
                     ["id": .string(s.model.id), "kind": .string(s.model.kind.rawValue), "displayName": .string(s.model.displayName),
                      "requiredMb": JSONValue(s.model.requiredMb), "autoEligible": .bool(s.model.autoEligible),
-                     "isInstalled": .bool(s.isInstalled), "downloadBytes": .int(s.model.downloadBytes),
+                     "isInstalled": .bool(s.isInstalled), "state": .string(stateName(s, recordsDamaged: damage != nil)),
+                     "downloadBytes": .int(s.model.downloadBytes),
                      "installedBytes": .int(s.model.installedBytes), "presentBytes": .int(s.fit.presentBytes),
                      "fit": ["requiredMb": JSONValue(s.fit.requiredMb), "availableMb": JSONValue(s.fit.availableMb), "fits": .bool(s.fit.fits)]]
-                }),
-            ])
-            return .ok
+                })),
+            ]
+            if let problem {
+                doc.append(("error", ["code": .string(problem.code), "message": .string(problem.message),
+                                      "exitCode": JSONValue(Int(problem.exitCode.rawValue))]))
+            }
+            context.console.printJSON(.object(doc))
+        } else {
+            var rows: [[String]] = [["ID", "KIND", "NAME", "MEMORY", "DOWNLOAD", "STATE", "STORAGE"]]
+            for s in statuses {
+                let storage = s.isInstalled ? "-" : (s.fit.fits ? "fits (\(Format.mb(s.fit.requiredMb)))" : "needs \(Format.mb(s.fit.requiredMb))")
+                rows.append([s.model.id + (s.model.autoEligible ? " *" : ""), s.model.kind.rawValue, s.model.displayName,
+                             Format.mb(s.model.requiredMb), Format.bytes(s.model.downloadBytes),
+                             damage == nil ? stateText(s) : "unknown (records damaged)", storage])
+            }
+            context.console.say("Catalog version \(engine.catalog.catalogVersion) (\(context.catalogSource)), store \(engine.layout.root)")
+            context.console.say("Free space: \(Format.bytes(space.availableBytes)) (\(Format.mb(Int(space.availableBytes >> 20))))\n")
+            context.console.say(Format.table(rows))
+            context.console.say("\n* auto-eligible: 'glasses-local auto' may pick it. MEMORY is what the loaded model needs.")
+            if damage != nil {
+                context.console.say("STATE unknown: the install records cannot be read; STORAGE counts only the partial data on disk.")
+            }
         }
-        var rows: [[String]] = [["ID", "KIND", "NAME", "MEMORY", "DOWNLOAD", "STATE", "STORAGE"]]
-        for s in statuses {
-            let storage = s.isInstalled ? "-" : (s.fit.fits ? "fits (\(Format.mb(s.fit.requiredMb)))" : "needs \(Format.mb(s.fit.requiredMb))")
-            rows.append([s.model.id + (s.model.autoEligible ? " *" : ""), s.model.kind.rawValue, s.model.displayName,
-                         Format.mb(s.model.requiredMb), Format.bytes(s.model.downloadBytes), stateText(s), storage])
+        if let problem {
+            context.console.err("Error: \(problem.message)")
+            return problem.exitCode
         }
-        context.console.say("Catalog version \(engine.catalog.catalogVersion) (\(context.catalogSource)), store \(engine.layout.root)")
-        context.console.say("Free space: \(Format.bytes(space.availableBytes)) (\(Format.mb(Int(space.availableBytes >> 20))))\n")
-        context.console.say(Format.table(rows))
-        context.console.say("\n* auto-eligible: 'glasses-local auto' may pick it. MEMORY is what the loaded model needs.")
         return .ok
     }
 
@@ -307,7 +420,8 @@ enum Commands {
                 "cloudReason": JSONValue(decision.cloudReason?.rawValue), "downloadTarget": JSONValue(decision.downloadTarget),
                 "steps": .array(decision.steps.map { ["step": JSONValue($0.number), "rungId": JSONValue($0.rungId), "text": .string($0.text)] }),
                 "memory": ["physicalMb": JSONValue(memory.physicalMb), "availableMb": JSONValue(memory.availableMb),
-                           "classBudgetMb": JSONValue(inputs.classBudgetMb), "source": .string(memory.source)],
+                           "classBudgetMb": JSONValue(inputs.classBudgetMb), "source": .string(memory.source),
+                           "overrideProblems": overrideProblemsJSON(memory.overrideProblems)],
                 "freeStorageBytes": .int(inputs.freeStorageBytes),
             ])
             return .ok
@@ -324,6 +438,7 @@ enum Commands {
         if context.invocation.flag("--explain") {
             c.say("")
             c.say("memory: \(Format.mb(memory.physicalMb)) physical × \(engine.memoryShare) = class budget \(Format.mb(inputs.classBudgetMb)); \(Format.mb(memory.availableMb)) available now (from \(memory.source))")
+            for problem in memory.overrideProblems { c.say("memory: \(problem)") }
             c.say("storage: \(Format.mb(Int(inputs.freeStorageBytes >> 20))) free in \(engine.layout.root)")
             for step in decision.steps { c.say(step.description) }
         }

@@ -6,6 +6,8 @@ enum Doctor {
     static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {
         let c = context.console
         var checks: [(name: String, ok: Bool, detail: String)] = []
+        /// Lines printed under a check (what it means, how to recover), by check name.
+        var advice: [String: [String]] = [:]
         var json: [(key: String, value: JSONValue)] = []
 
         let engine = try context.engine(openExisting: false)
@@ -14,9 +16,17 @@ enum Doctor {
 
         // Store + records (opening repairs leftovers).
         var records: Records?
+        var damage: RecordsError?
         do {
-            records = try context.openStore()
-            checks.append(("store", true, "\(layout.root) is writable"))
+            switch try context.openStoreAllowingDamage(create: true) {
+            case .opened(let opened):
+                records = opened
+                checks.append(("store", true, "\(layout.root) is writable"))
+            case .damaged(let error):
+                damage = error
+            case .notCreated:
+                break
+            }
         } catch {
             checks.append(("store", false, error.message))
         }
@@ -26,18 +36,27 @@ enum Doctor {
             checks.append(("free space", true, "\(Format.bytes(space.availableBytes)) available of \(Format.bytes(space.totalBytes))"))
         }
 
+        // Doctor lists ignored overrides as failed checks: no separate warning line on stderr.
+        context.memoryProbe.reportedElsewhere()
         let memory = engine.probe.memory()
         json.append(("memory", ["physicalMb": JSONValue(memory.physicalMb), "availableMb": JSONValue(memory.availableMb),
                                 "classBudgetMb": JSONValue(Int(Double(memory.physicalMb) * engine.memoryShare)),
-                                "source": .string(memory.source)]))
+                                "source": .string(memory.source),
+                                "overrideProblems": Commands.overrideProblemsJSON(memory.overrideProblems)]))
         checks.append(("memory", true, "\(Format.mb(memory.physicalMb)) physical, \(Format.mb(memory.availableMb)) available now (\(memory.source))"))
-        for name in ["EXTENTOS_MEMORY_MB", "EXTENTOS_MEMORY_AVAILABLE_MB"] {
-            if let value = context.environment[name], Int(value.trimmingCharacters(in: .whitespaces)).map({ $0 >= 0 }) != true {
-                checks.append((name, false, "'\(value)' is not a whole number of MB; it is ignored"))
-            }
+        for problem in memory.overrideProblems {
+            checks.append(("memory override", false, problem.description))
         }
 
-        var recordsJSON: [(key: String, value: JSONValue)] = [("path", .string(layout.recordsPath))]
+        var recordsJSON: [(key: String, value: JSONValue)] = [("path", .string(layout.recordsPath)), ("damaged", .bool(damage != nil))]
+        if let damage {
+            let recovery = engine.recordsRecovery()
+            let (detail, lines) = damagedRecords(damage, recovery: recovery)
+            checks.append(("records", false, detail))
+            advice["records"] = lines
+            recordsJSON += [("problem", .string(damage.description)), ("moveAsideCommand", .string(recovery.moveAsideCommand)),
+                            ("recovery", .array(recovery.models.map(recoveryJSON)))]
+        }
         if let records {
             do {
                 let integrity = try records.integrityCheck()
@@ -68,18 +87,62 @@ enum Doctor {
         json.append(("repairs", .array(context.repairs.map { .string($0.description) })))
         let ok = checks.allSatisfy(\.ok)
         json.append(("ok", .bool(ok)))
-        json.append(("checks", .array(checks.map { ["name": .string($0.name), "ok": .bool($0.ok), "detail": .string($0.detail)] })))
+        json.append(("checks", .array(checks.map {
+            ["name": .string($0.name), "ok": .bool($0.ok), "detail": .string($0.detail),
+             "advice": .array((advice[$0.name] ?? []).map { .string($0) })]
+        })))
 
         if c.json {
             c.printJSON(.object(json))
         } else {
             for check in checks {
                 // Failures reach stderr even with --quiet: "print only errors".
-                if check.ok { c.say("ok   \(check.name): \(check.detail)") } else if c.quiet { c.err("FAIL \(check.name): \(check.detail)") } else { c.say("FAIL \(check.name): \(check.detail)") }
+                let lines = ["\(check.ok ? "ok  " : "FAIL") \(check.name): \(check.detail)"] + (advice[check.name] ?? []).map { "     " + $0 }
+                for line in lines {
+                    if check.ok { c.say(line) } else if c.quiet { c.err(line) } else { c.say(line) }
+                }
             }
             for repair in context.repairs { c.say("     repaired: \(repair)") }
             c.say(ok ? "\nAll checks passed." : "\nSome checks failed; each line says what to do.")
         }
         return ok ? .ok : .failure
+    }
+
+    /// The records check of a damaged database: what it means, how to get out, and what
+    /// that costs for each model on disk (see `RecordsRecovery` for why each is true).
+    static func damagedRecords(_ error: RecordsError, recovery: RecordsRecovery) -> (detail: String, advice: [String]) {
+        var detail = "\(recovery.recordsPath) is damaged or not a database"
+        if case .corrupt(_, let why) = error { detail += " (\(why))" }
+        detail += "; glasses-local leaves it as it is and never deletes it."
+        var lines = [
+            "Install states are unknown: 'list' shows the catalog with the state \"unknown (records damaged)\" and exits 1; commands that need the records stop with exit 1.",
+            "To recover, move it aside with its -wal/-shm files (nothing is deleted):",
+            "  \(recovery.moveAsideCommand)",
+            "then run 'glasses-local doctor' again: it starts new, empty records (install records and history are lost) and moves each model folder it finds to .partial.",
+        ]
+        if recovery.models.isEmpty {
+            lines.append("No model folder is on disk: nothing needs re-verifying or fetching again.")
+        }
+        for model in recovery.models {
+            switch model.outcome {
+            case .reverifiedFromDisk(let files):
+                lines.append("  \(model.id): 'glasses-local download \(model.id)' then re-verifies its \(files) file\(files == 1 ? "" : "s") from disk and fetches only what is missing or does not match.")
+            case .fetchedAgain(let bytes):
+                lines.append("  \(model.id): installed from an archive that was not kept; 'glasses-local download \(model.id)' fetches \(Format.bytes(bytes)) again.")
+            case .replacedByPartial:
+                lines.append("  \(model.id): .partial/\(model.id) already holds an unfinished download, so the repair removes \(model.folder) instead of moving it.")
+            }
+        }
+        return (detail, lines)
+    }
+
+    static func recoveryJSON(_ model: RecordsRecovery.Model) -> JSONValue {
+        var fields: [(key: String, value: JSONValue)] = [("modelId", .string(model.id)), ("folder", .string(model.folder))]
+        switch model.outcome {
+        case .reverifiedFromDisk(let files): fields += [("outcome", "reverifiedFromDisk"), ("files", JSONValue(files))]
+        case .fetchedAgain(let bytes): fields += [("outcome", "fetchedAgain"), ("fetchBytes", .int(bytes))]
+        case .replacedByPartial: fields += [("outcome", "replacedByPartial")]
+        }
+        return .object(fields)
     }
 }

@@ -53,14 +53,25 @@ extension CLIError {
     }
 }
 
-/// SIGINT/SIGTERM → cancel the transfer (partial data kept), then exit 130.
+/// SIGINT/SIGTERM/SIGHUP → cancel the transfer (partial data kept), then exit 130.
+/// SIGHUP is a closed terminal or a dropped ssh session, whose default action would end
+/// the process at once instead of stopping the transfer cleanly — unless the process was
+/// started with SIGHUP ignored (`nohup`): then the user asked it to outlive the terminal,
+/// and it does.
 final class InterruptHandler: @unchecked Sendable {
     // @unchecked: `sources` is written once in init and only read in deinit; the flag is Sendable.
     let flag = CancellationFlag()
     private var sources: [DispatchSourceSignal] = []
 
+    /// Read once, before any handler of ours changes the disposition.
+    private static let hangupIgnoredAtStart: Bool = {
+        var current = sigaction()
+        guard sigaction(SIGHUP, nil, &current) == 0, let handler = current.__sigaction_handler.sa_handler else { return false }
+        return unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
+    }()
+
     init() {
-        for sig in [SIGINT, SIGTERM] {
+        for sig in [SIGINT, SIGTERM] + (Self.hangupIgnoredAtStart ? [] : [SIGHUP]) {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler { [flag] in flag.cancel() }
@@ -135,7 +146,7 @@ final class ProgressPrinter {
                 let width = 24
                 let filled = Int(fraction * Double(width))
                 let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-                FileHandle.standardError.write(Data("\r\u{1B}[2K\(modelId) [\(bar)] \(text)".utf8))
+                console.errRaw("\r\u{1B}[2K\(modelId) [\(bar)] \(text)")
                 barShown = true
             } else {
                 let now = monotonicSeconds()
@@ -163,7 +174,7 @@ final class ProgressPrinter {
 
     func clearBar() {
         if barShown {
-            FileHandle.standardError.write(Data("\r\u{1B}[2K".utf8))
+            console.errRaw("\r\u{1B}[2K")
             barShown = false
         }
     }

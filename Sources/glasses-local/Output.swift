@@ -11,7 +11,7 @@ struct Console {
     var quiet: Bool
 
     func out(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        Self.write(text + "\n", to: STDOUT_FILENO)
     }
 
     /// Human text on stdout, unless `--quiet` or `--json`.
@@ -20,7 +20,20 @@ struct Console {
     }
 
     func err(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        Self.write(text + "\n", to: STDERR_FILENO)
+    }
+
+    /// Stderr without a newline (the progress bar redraws its line).
+    func errRaw(_ text: String) {
+        Self.write(text, to: STDERR_FILENO)
+    }
+
+    /// A failed write to the terminal is dropped on purpose: after a hang-up (a closed
+    /// terminal, a dropped ssh session) every write fails with EIO, and the command must
+    /// still finish what it was doing — stop the transfer, keep the partial data, exit 130 —
+    /// with no one left to read a complaint. (`FileHandle.write(_:)` would trap here.)
+    private static func write(_ text: String, to fd: Int32) {
+        try? FileIO.writeAll(Array(text.utf8), to: fd)
     }
 
     func printJSON(_ value: JSONValue) {

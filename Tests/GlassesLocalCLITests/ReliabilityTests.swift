@@ -16,15 +16,16 @@ enum SampleModel {
 }
 
 /// Waits for a slowed download to have written at least `bytes` of `path`, then sends
-/// SIGINT and expects exit 130 with the partial kept. Returns the bytes kept in `path`.
+/// `signal` (SIGINT unless told) and expects exit 130 with the partial kept. Returns the
+/// bytes kept in `path`.
 @discardableResult
-func interruptAfter(_ process: CLIProcess, wrote bytes: Int64, of path: String,
+func interruptAfter(_ process: CLIProcess, wrote bytes: Int64, of path: String, signal: Int32 = SIGINT,
                     sourceLocation: SourceLocation = #_sourceLocation) throws -> Int64 {
     let reached = process.waitUntil(timeout: 60) { (Disk.fileSize(path) ?? 0) >= bytes }
     try #require(reached, "the download never wrote \(bytes) bytes of \(path)\n\(process.wait())", sourceLocation: sourceLocation)
-    process.send(SIGINT)
+    process.send(signal)
     let r = process.wait()
-    #expect(r.status == 130, "SIGINT must exit 130\n\(r)", sourceLocation: sourceLocation)
+    #expect(r.status == 130, "signal \(signal) must exit 130\n\(r)", sourceLocation: sourceLocation)
     #expect(r.stderr.contains("interrupted") && r.stderr.contains("kept"), "\(r)", sourceLocation: sourceLocation)
     let kept = Disk.fileSize(path) ?? 0
     #expect(kept >= bytes, "the partial data was not kept: \(path) has \(kept) bytes", sourceLocation: sourceLocation)

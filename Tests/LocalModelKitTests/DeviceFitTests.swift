@@ -301,6 +301,8 @@ struct DeviceFitTests {
             let mixed = try Self.probe(dir, ["EXTENTOS_MEMORY_MB": "3000", "EXTENTOS_MEMORY_AVAILABLE_MB": value]).memory()
             #expect(mixed.physicalMb == 3000)
             #expect(mixed.availableMb == 3000)
+            // Every ignored value is reported (an empty one counts as unset).
+            #expect(mixed.overrideProblems.map(\.variable) == (value.isEmpty ? [] : ["EXTENTOS_MEMORY_AVAILABLE_MB"]), "\(mixed)")
         }
     }
 
@@ -309,7 +311,41 @@ struct DeviceFitTests {
         try S.withTempDir { dir in
             let reading = try Self.probe(dir, ["EXTENTOS_MEMORY_MB": "0"]).memory()
             #expect(reading.physicalMb == Self.fixturePhysical)
+            #expect(reading.overrideProblems == [MemoryOverrideProblem(variable: "EXTENTOS_MEMORY_MB", rawValue: "0", reason: .outOfRange)])
         }
+    }
+
+    @Test("hostile override values never trap: each is refused with its reason, the value cut short in the message",
+          arguments: [
+            ("9223372036854775807", MemoryOverrideProblem.Reason.outOfRange), ("9223372036854775808", .outOfRange),
+            ("-9223372036854775809", .outOfRange), ("-1", .outOfRange), ("0", .outOfRange), ("-0", .outOfRange),
+            ("1073741825", .outOfRange), (String(repeating: "9", count: 10_000), .outOfRange),
+            ("1e400", .notAWholeNumber), ("NaN", .notAWholeNumber), ("inf", .notAWholeNumber), ("+", .notAWholeNumber),
+            ("--5", .notAWholeNumber), ("4 096", .notAWholeNumber), ("\u{0}", .notAWholeNumber), ("٤٠٩٦", .notAWholeNumber),
+          ])
+    func hostileOverrides(_ value: String, _ reason: MemoryOverrideProblem.Reason) throws {
+        #expect(MemoryOverride.parse(value) == .ignored(reason))
+        try S.withTempDir { dir in
+            let reading = try Self.probe(dir, ["EXTENTOS_MEMORY_MB": value, "EXTENTOS_MEMORY_AVAILABLE_MB": value]).memory()
+            #expect(reading.physicalMb == Self.fixturePhysical)
+            #expect(reading.availableMb == Self.fixtureAvailable)
+            #expect(reading.overrideProblems.map(\.reason) == [reason, reason])
+            for problem in reading.overrideProblems {
+                #expect(problem.description.count < 300, "\(problem.description.prefix(400))")
+                #expect(!problem.description.unicodeScalars.contains { $0.value < 0x20 }, "one line, no control characters")
+            }
+        }
+    }
+
+    @Test("the accepted range is 1 MiB to 2^30 MiB (1 PiB), spaces around the number allowed")
+    func acceptedRange() {
+        #expect(MemoryOverride.acceptedMb == 1...(1 << 30))
+        #expect(MemoryOverride.parse("1") == .megabytes(1))
+        #expect(MemoryOverride.parse("1073741824") == .megabytes(1 << 30))
+        #expect(MemoryOverride.parse(" 4096\t") == .megabytes(4096))
+        #expect(MemoryOverride.parse("+4096") == .megabytes(4096))
+        #expect(MemoryOverride.parse(nil) == .unset)
+        #expect(MemoryOverride.parse("  ") == .unset)
     }
 
     @Test("a cgroup v2 memory limit caps physical and available memory")

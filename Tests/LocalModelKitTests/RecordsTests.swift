@@ -36,7 +36,8 @@ struct RecordsTests {
         #expect(reported == path, sourceLocation: sourceLocation)
         // The message names the file and says how to recover.
         #expect(error.description.contains(path), sourceLocation: sourceLocation)
-        #expect(error.description.contains("mv '\(path)' '\(path).broken'"), sourceLocation: sourceLocation)
+        #expect(error.description.contains(RecordsRecovery.moveAsideCommand(recordsPath: path)), sourceLocation: sourceLocation)
+        #expect(error.description.contains("mv '\(path)'* "), "the -wal and -shm files move with it", sourceLocation: sourceLocation)
         #expect(error.description.contains("glasses-local doctor"), sourceLocation: sourceLocation)
     }
 
@@ -225,6 +226,27 @@ struct RecordsTests {
             try S.writeFile(path, bytes)
             Self.expectCorrupt(path)
             #expect(try S.readFile(path) == bytes, "the damaged file must be kept as it was for the user to inspect")
+        }
+    }
+
+    @Test("the move-aside line of the recovery advice works in /bin/sh, even for a store path with a quote and spaces")
+    func moveAsideCommandRunsInShell() throws {
+        try S.withTempDir { dir in
+            let store = dir + "/it's a \"store\" $HOME"
+            let path = store + "/records.sqlite3"
+            for suffix in ["", "-wal", "-shm"] { try S.writeFile(path + suffix, [0x5A]) }
+            try S.writeFile(store + "/m1/weights.bin", [1])
+            let shell = Process()
+            shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+            shell.arguments = ["-c", RecordsRecovery.moveAsideCommand(recordsPath: path)]
+            try shell.run()
+            shell.waitUntilExit()
+            #expect(shell.terminationStatus == 0)
+            for suffix in ["", "-wal", "-shm"] {
+                #expect(!FileIO.exists(path + suffix))
+                #expect(try S.readFile(store + "/Damaged-records/records.sqlite3" + suffix) == [0x5A])
+            }
+            #expect(FileIO.exists(store + "/m1/weights.bin"), "nothing else moves")
         }
     }
 

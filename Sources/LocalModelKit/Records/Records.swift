@@ -110,7 +110,7 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .corrupt(path, detail):
-            return "records database \(path) is damaged or not a database (\(detail)). Move it aside (mv '\(path)' '\(path).broken') and run 'glasses-local doctor': models are re-checked and nothing already downloaded is fetched again."
+            return "records database \(path) is damaged or not a database (\(detail)); it is left as it is. Move it aside with its -wal/-shm files (nothing is deleted): \(RecordsRecovery.moveAsideCommand(recordsPath: path)) — then run 'glasses-local doctor': it starts new records (install records and history are lost) and says which models on disk are re-verified and which are fetched again."
         case let .unavailable(path, detail):
             return "records database \(path) cannot be opened (\(detail)). Check that the folder exists and is writable by this user, or choose another store with --store or EXTENTOS_MODELS_DIR."
         case let .newerSchema(path, found, supported):

@@ -13,11 +13,112 @@ public struct MemoryReading: Sendable, Equatable {
     public var availableMb: Int
     /// Where the numbers came from ("/proc/meminfo", "EXTENTOS_MEMORY_MB", …), for `doctor`.
     public var source: String
+    /// Overrides that were set but could not be used (the device's own reading was used
+    /// instead). The probe never prints them: `doctor`, `auto --explain` and the command
+    /// line's one warning line do.
+    public var overrideProblems: [MemoryOverrideProblem]
 
-    public init(physicalMb: Int, availableMb: Int, source: String) {
+    public init(physicalMb: Int, availableMb: Int, source: String, overrideProblems: [MemoryOverrideProblem] = []) {
         self.physicalMb = physicalMb
         self.availableMb = availableMb
         self.source = source
+        self.overrideProblems = overrideProblems
+    }
+}
+
+/// The memory overrides `EXTENTOS_MEMORY_MB` (physical) and `EXTENTOS_MEMORY_AVAILABLE_MB`
+/// (available now), for tests and "what would a 4 GB device get?".
+///
+/// A value is a whole number of MiB within ``acceptedMb`` (spaces and tabs around it are
+/// allowed; an empty value counts as unset). Anything else — zero, a negative number, more
+/// than 1 PiB, a number too long for any integer, text — is ignored and reported as a
+/// ``MemoryOverrideProblem``; the device's own reading is used instead.
+public enum MemoryOverride {
+    public static let physicalVariable = "EXTENTOS_MEMORY_MB"
+    public static let availableVariable = "EXTENTOS_MEMORY_AVAILABLE_MB"
+    /// 1 MiB … 2^30 MiB (1 PiB): from the smallest memory a size can name to far beyond any device.
+    public static let acceptedMb: ClosedRange<Int> = 1...(1 << 30)
+
+    /// What one override's text says.
+    public enum Parsed: Sendable, Equatable {
+        /// Not set, or empty.
+        case unset
+        case megabytes(Int)
+        /// Set to something it cannot use.
+        case ignored(MemoryOverrideProblem.Reason)
+    }
+
+    /// Reads one override's text. Never traps, whatever the text (10,000 digits,
+    /// `Int.max + 1`, control characters).
+    public static func parse(_ text: String?) -> Parsed {
+        guard let text else { return .unset }
+        let trimmed = text.trimmed(of: " \t")
+        if trimmed.isEmpty { return .unset }
+        var digits = Substring(trimmed)
+        if digits.first == "+" || digits.first == "-" { digits = digits.dropFirst() }
+        let isWholeNumber = !digits.isEmpty && digits.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        guard isWholeNumber else { return .ignored(.notAWholeNumber) }
+        // Int(_:) answers nil for a number beyond Int's range: out of range either way.
+        guard let value = Int(trimmed), acceptedMb.contains(value) else { return .ignored(.outOfRange) }
+        return .megabytes(value)
+    }
+}
+
+/// A memory override that was set but not used, with what to say about it.
+public struct MemoryOverrideProblem: Sendable, Equatable, CustomStringConvertible {
+    public enum Reason: String, Sendable, Equatable {
+        /// Text, a fraction, a unit suffix, hex: not digits.
+        case notAWholeNumber
+        /// A whole number outside ``MemoryOverride/acceptedMb`` (zero, negative, too large).
+        case outOfRange
+    }
+
+    /// `EXTENTOS_MEMORY_MB` or `EXTENTOS_MEMORY_AVAILABLE_MB`.
+    public var variable: String
+    /// The value as set, for messages: control characters escaped, and cut to its first
+    /// 32 characters (saying how long it was) when longer than 40.
+    public var value: String
+    public var reason: Reason
+
+    public init(variable: String, rawValue: String, reason: Reason) {
+        self.variable = variable
+        self.value = Self.shown(rawValue)
+        self.reason = reason
+    }
+
+    /// One line: the variable, the value, why, the accepted range, and what is used instead.
+    public var description: String {
+        let range = "\(MemoryOverride.acceptedMb.lowerBound) to \(Self.grouped(MemoryOverride.acceptedMb.upperBound)) MiB (1 PiB)"
+        let why = reason == .outOfRange ? "outside the accepted range, \(range)" : "not a whole number of MiB; the accepted range is \(range)"
+        let instead = variable == MemoryOverride.availableVariable ? "the memory available now as measured" : "the physical memory as measured"
+        return "\(variable)='\(value)' is ignored: \(why); \(instead) is used instead"
+    }
+
+    static func shown(_ raw: String) -> String {
+        func escaped<S: Sequence>(_ scalars: S) -> String where S.Element == Unicode.Scalar {
+            var out = ""
+            for scalar in scalars {
+                if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
+                    out += "\\u{" + String(scalar.value, radix: 16) + "}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+            return out
+        }
+        let count = raw.unicodeScalars.count
+        if count <= 40 { return escaped(raw.unicodeScalars) }
+        return escaped(raw.unicodeScalars.prefix(32)) + "… (\(Self.grouped(count)) characters)"
+    }
+
+    static func grouped(_ n: Int) -> String {
+        let digits = String(n)
+        var out = ""
+        for (i, c) in digits.enumerated() {
+            if i > 0 && (digits.count - i) % 3 == 0 { out += "," }
+            out.append(c)
+        }
+        return out
     }
 }
 
@@ -29,7 +130,8 @@ public protocol DeviceProbe: Sendable {
 }
 
 /// Reads the real device, honouring the documented overrides
-/// `EXTENTOS_MEMORY_MB` (physical) and `EXTENTOS_MEMORY_AVAILABLE_MB` (available now).
+/// `EXTENTOS_MEMORY_MB` (physical) and `EXTENTOS_MEMORY_AVAILABLE_MB` (available now);
+/// see ``MemoryOverride`` for the values they accept.
 public struct SystemDeviceProbe: DeviceProbe {
     public var environment: [String: String]
     /// Root of `/proc` and `/sys` (a parameter so tests can feed fixture files).
@@ -47,8 +149,18 @@ public struct SystemDeviceProbe: DeviceProbe {
     }
 
     public func memory() -> MemoryReading {
-        let physicalOverride = environment["EXTENTOS_MEMORY_MB"].flatMap(Self.megabytes)
-        let availableOverride = environment["EXTENTOS_MEMORY_AVAILABLE_MB"].flatMap(Self.megabytes)
+        var problems: [MemoryOverrideProblem] = []
+        func override(_ name: String) -> Int? {
+            switch MemoryOverride.parse(environment[name]) {
+            case .megabytes(let mb): return mb
+            case .ignored(let reason):
+                problems.append(MemoryOverrideProblem(variable: name, rawValue: environment[name] ?? "", reason: reason))
+                return nil
+            case .unset: return nil
+            }
+        }
+        let physicalOverride = override(MemoryOverride.physicalVariable)
+        let availableOverride = override(MemoryOverride.availableVariable)
         if let physicalOverride, let availableOverride {
             return MemoryReading(physicalMb: physicalOverride, availableMb: min(availableOverride, physicalOverride),
                                  source: "EXTENTOS_MEMORY_MB, EXTENTOS_MEMORY_AVAILABLE_MB")
@@ -71,13 +183,7 @@ public struct SystemDeviceProbe: DeviceProbe {
             available = min(availableOverride, physical)
             source = "EXTENTOS_MEMORY_AVAILABLE_MB, physical from " + source
         }
-        return MemoryReading(physicalMb: physical, availableMb: available, source: source)
-    }
-
-    /// A positive whole number of MB; anything else is ignored (and `doctor` says so).
-    static func megabytes(_ text: String) -> Int? {
-        guard let n = Int(text.trimmed(of: " \t")), n > 0, n <= 1 << 30 else { return nil }
-        return n
+        return MemoryReading(physicalMb: physical, availableMb: available, source: source, overrideProblems: problems)
     }
 
     private func readMeminfo() -> (physical: Int, available: Int, source: String) {

@@ -91,6 +91,21 @@ public enum FileIO {
         ok = true
     }
 
+    /// Writes all of `bytes` to an open descriptor (stdout, stderr), retrying short writes
+    /// and `EINTR`. Unlike `FileHandle.write(_:)`, which traps when the write fails, this
+    /// throws — a terminal that hung up answers `EIO`, and that must not crash the caller.
+    public static func writeAll(_ bytes: [UInt8], to fd: Int32) throws(SystemError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { buf in
+                retrying { write(fd, buf.baseAddress.map { $0 + offset }, buf.count - offset) }
+            }
+            if n < 0 { throw SystemError(errno: errno, "write to descriptor \(fd)") }
+            if n == 0 { throw SystemError(errno: EIO, "write to descriptor \(fd)") }
+            offset += n
+        }
+    }
+
     /// Starts writing a file range back to disk without waiting (Linux `sync_file_range`),
     /// so a later fsync has little left to do. Elsewhere a no-op.
     public static func startWriteback(_ fd: Int32, from offset: Int64, count: Int64) {
