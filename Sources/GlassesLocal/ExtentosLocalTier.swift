@@ -90,19 +90,36 @@ public enum ExtentosLocalTier {
             }
         }
 
-        init(_ error: DownloadError) {
-            switch error {
-            case .unknownModel(let id): self = .unknownModel(id)
-            case .busy(let id): self = .busy(id)
-            case let .insufficientStorage(_, required, available): self = .insufficientStorage(requiredMb: required, availableMb: available)
-            case let .diskFull(id, _, needed, _): self = .diskFull(modelId: id, neededMb: needed)
-            case let .integrityMismatch(id, file, _, _), let .sizeMismatch(id, file, _, _, _):
+        /// The engine's error, by its stable code (the same code the command's exit status
+        /// and `--json` read).
+        init(_ error: LocalModelError) {
+            let id = error.modelId ?? ""
+            switch error.code {
+            case .unknownModel: self = .unknownModel(id)
+            case .busy: self = .busy(id)
+            case .insufficientStorage:
+                if case let .insufficientStorage(_, required, available) = error {
+                    self = .insufficientStorage(requiredMb: required, availableMb: available)
+                } else {
+                    self = .failed(modelId: id, detail: error.description)
+                }
+            case .diskFull:
+                if case let .diskFull(_, _, needed, _) = error {
+                    self = .diskFull(modelId: id, neededMb: needed)
+                } else {
+                    self = .diskFull(modelId: id, neededMb: LocalModelError.recordsRoomMb)
+                }
+            case .integrityMismatch, .sizeMismatch, .unsafeArchive, .incompleteInstall:
+                var file = "archive"
+                switch error {
+                case let .integrityMismatch(_, f, _, _), let .sizeMismatch(_, f, _, _, _), let .incompleteInstall(_, f, _): file = f
+                default: break
+                }
                 self = .integrityFailure(modelId: id, file: file, detail: error.description)
-            case let .unsafeArchive(id, _, _): self = .integrityFailure(modelId: id, file: "archive", detail: error.description)
-            case let .temporary(id, _, _, _): self = .temporary(modelId: id, detail: error.description)
-            case .cancelled(let id, _): self = .cancelled(modelId: id)
-            case let .httpStatus(id, _, _, _), let .refused(id, _, _), let .io(id, _), let .noSource(id), let .notInstalled(id):
-                self = .failed(modelId: id, detail: error.description)
+            case .temporary: self = .temporary(modelId: id, detail: error.description)
+            case .interrupted: self = .cancelled(modelId: id)
+            case .invalidCatalog, .catalogRollback, .recordsDamaged, .readOnly, .records: self = .storeUnavailable(error.description)
+            case .httpStatus, .refused, .noSource, .notInstalled, .io: self = .failed(modelId: id, detail: error.description)
             }
         }
     }

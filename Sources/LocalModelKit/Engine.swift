@@ -29,22 +29,6 @@ public struct StorageFit: Sendable, Equatable {
     public var availableMb: Int { Int(max(0, availableBytes) >> 20) }
 }
 
-/// A domain error of the engine, with what to do next.
-public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible {
-    case unknownModel(String)
-    /// The catalog is older than one this store has already accepted (P7).
-    case catalogRollback(offered: Int, recorded: Int, store: String)
-
-    public var description: String {
-        switch self {
-        case .unknownModel(let id):
-            return "unknown model '\(id)'. Run 'glasses-local list' to see the catalog's model ids."
-        case let .catalogRollback(offered, recorded, store):
-            return "catalog version \(offered) is older than version \(recorded) already used by the store \(store); refusing a rollback. Use the newer catalog (or a store of its own with --store)."
-        }
-    }
-}
-
 /// The safety margin added to every storage requirement: 32 MiB plus 1% of the model,
 /// so a "fits" answer survives logs, the records database and filesystem overhead.
 public enum StorageMargin {
@@ -75,11 +59,18 @@ public final class LocalModelEngine: Sendable {
     /// Opens the store: creates its folders and records, refuses a catalog rollback, and
     /// repairs leftovers of interrupted work. Idempotent; later calls return the same records.
     @discardableResult
-    public func open() throws -> (records: Records, repairs: [RepairAction]) {
+    public func open() throws(LocalModelError) -> (records: Records, repairs: [RepairAction]) {
         if let records = opened.withLock({ $0 }) { return (records, []) }
-        let removedLinks = try layout.createFolders()
-        let records = try Records(path: layout.recordsPath)
-        let recorded = try records.read { try $0.highestCatalogVersion() }
+        let removedLinks: [String]
+        let records: Records
+        let recorded: Int
+        do {
+            removedLinks = try layout.createFolders()
+            records = try Records(path: layout.recordsPath)
+            recorded = try records.read { try $0.highestCatalogVersion() }
+        } catch {
+            throw .wrap(error)
+        }
         if catalog.catalogVersion < recorded {
             throw LocalModelError.catalogRollback(offered: catalog.catalogVersion, recorded: recorded, store: layout.root)
         }
@@ -105,6 +96,8 @@ public final class LocalModelEngine: Sendable {
             repairs.append(RepairAction(modelId: nil, what: "repairs postponed: the disk is full"))
         } catch RecordsError.readOnly {
             repairs.append(RepairAction(modelId: nil, what: "repairs left to the store's owner: the store is read-only for this user"))
+        } catch {
+            throw .wrap(error)
         }
         opened.withLock { $0 = records }
         return (records, repairs)

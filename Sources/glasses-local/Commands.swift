@@ -147,10 +147,8 @@ final class CommandContext {
         if !create && !FileIO.exists(engine.layout.recordsPath) { return .notCreated }
         do {
             return .opened(try openRecords(engine))
-        } catch let error as RecordsError {
-            if case .corrupt = error { return .damaged(error) }
-            throw CLIError.from(error)
         } catch {
+            if case .records(let records) = LocalModelError.wrap(error), case .corrupt = records { return .damaged(records) }
             throw CLIError.from(error)
         }
     }
@@ -211,22 +209,24 @@ final class WarningDeviceProbe: DeviceProbe {
 }
 
 extension CLIError {
-    /// Maps engine errors to exit codes and codes for `--json`.
-    static func from(_ error: any Error) -> CLIError {
-        switch error {
-        case let e as CLIError: return e
-        case let e as LocalModelError:
-            switch e {
-            case .unknownModel: return CLIError(exitCode: .unknownModel, code: "unknownModel", message: e.description)
-            case .catalogRollback: return CLIError(exitCode: .invalidCatalog, code: "catalogRollback", message: e.description)
-            }
-        case let e as CatalogError: return CLIError(exitCode: .invalidCatalog, code: "invalidCatalog", message: e.description)
-        case let e as RecordsError: return CLIError(exitCode: .failure, code: "records", message: e.description)
-        case let e as SystemError:
-            return CLIError(exitCode: .failure, code: e.isOutOfSpace ? "noSpace" : "system", message: e.message)
-        default: return CLIError(exitCode: .failure, code: "failure", message: "\(error)")
-        }
+    /// An engine error as the command reports it: its stable code, its exit status, its text.
+    init(_ error: LocalModelError) {
+        self.init(exitCode: ExitCode(rawValue: error.exitStatus) ?? .failure, code: error.code.rawValue, message: error.description)
     }
+
+    /// Any error met by a command, through the engine's one error type.
+    static func from(_ error: any Error) -> CLIError {
+        if let e = error as? CLIError { return e }
+        return CLIError(LocalModelError.wrap(error))
+    }
+
+    /// The `code`, `message` and `exitCode` every `--json` error carries.
+    var fields: [(String, JSONValue)] {
+        [("code", .string(code)), ("message", .string(message)), ("exitCode", JSONValue(Int(exitCode.rawValue)))]
+    }
+
+    /// The `{"code", "message", "exitCode"}` object.
+    var json: JSONValue { .object(fields) }
 }
 
 // MARK: - Commands
@@ -312,8 +312,7 @@ enum Commands {
                 })),
             ]
             if let problem {
-                doc.append(("error", ["code": .string(problem.code), "message": .string(problem.message),
-                                      "exitCode": JSONValue(Int(problem.exitCode.rawValue))]))
+                doc.append(("error", problem.json))
             }
             context.console.printJSON(.object(doc))
         } else {

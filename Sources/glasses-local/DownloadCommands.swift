@@ -30,29 +30,6 @@ let transferCommandSpecs: [CommandSpec] = [
                 usage: "glasses-local gc"),
 ]
 
-extension CLIError {
-    static func from(download error: DownloadError) -> CLIError {
-        let (code, name): (ExitCode, String)
-        switch error {
-        case .unknownModel: (code, name) = (.unknownModel, "unknownModel")
-        case .busy: (code, name) = (.busy, "busy")
-        case .insufficientStorage: (code, name) = (.doesNotFit, "insufficientStorage")
-        case .diskFull: (code, name) = (.doesNotFit, "diskFull")
-        case .integrityMismatch: (code, name) = (.integrity, "integrityMismatch")
-        case .sizeMismatch: (code, name) = (.integrity, "sizeMismatch")
-        case .unsafeArchive: (code, name) = (.integrity, "unsafeArchive")
-        case .temporary: (code, name) = (.temporary, "temporary")
-        case .cancelled: (code, name) = (.interrupted, "interrupted")
-        case .httpStatus: (code, name) = (.failure, "httpStatus")
-        case .refused: (code, name) = (.failure, "refused")
-        case .io: (code, name) = (.failure, "io")
-        case .noSource: (code, name) = (.failure, "noSource")
-        case .notInstalled: (code, name) = (.failure, "notInstalled")
-        }
-        return CLIError(exitCode: code, code: name, message: error.description)
-    }
-}
-
 /// SIGINT/SIGTERM/SIGHUP → cancel the transfer (partial data kept), then exit 130.
 /// SIGHUP is a closed terminal or a dropped ssh session, whose default action would end
 /// the process at once instead of stopping the transfer cleanly — unless the process was
@@ -221,10 +198,9 @@ enum TransferCommands {
                 }
             } catch {
                 printer.clearBar()
-                let cli = CLIError.from(download: error)
+                let cli = CLIError(error)
                 if context.console.json {
-                    context.console.printJSON(["event": "error", "modelId": .string(id), "code": .string(cli.code),
-                                               "message": .string(cli.message), "exitCode": JSONValue(Int(cli.exitCode.rawValue))])
+                    context.console.printJSON(.object([("event", "error"), ("modelId", .string(id))] + cli.fields))
                 }
                 context.console.err("Error: \(cli.message)")
                 if worst == nil { worst = cli }
@@ -246,9 +222,8 @@ enum TransferCommands {
                 results.append(["modelId": .string(id), "deleted": .bool(result.existed), "freedBytes": .int(result.freedBytes)])
                 context.console.say(result.existed ? "\(id): deleted, \(Format.bytes(result.freedBytes)) freed" : "\(id): nothing to delete")
             } catch {
-                let cli = CLIError.from(download: error)
-                results.append(["modelId": .string(id), "error": ["code": .string(cli.code), "message": .string(cli.message),
-                                                                  "exitCode": JSONValue(Int(cli.exitCode.rawValue))]])
+                let cli = CLIError(error)
+                results.append(["modelId": .string(id), "error": cli.json])
                 context.console.err("Error: \(cli.message)")
                 if worst == nil { worst = cli }
             }
@@ -303,9 +278,8 @@ enum TransferCommands {
                     }
                 }
             } catch {
-                let cli = CLIError.from(download: error)
-                reports.append(["modelId": .string(id), "error": ["code": .string(cli.code), "message": .string(cli.message),
-                                                                  "exitCode": JSONValue(Int(cli.exitCode.rawValue))]])
+                let cli = CLIError(error)
+                reports.append(["modelId": .string(id), "error": cli.json])
                 context.console.err("Error: \(cli.message)")
                 if worst == nil { worst = cli }
             }

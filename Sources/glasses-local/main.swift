@@ -82,8 +82,7 @@ func runMain() -> Int32 {
 
     func report(_ error: CLIError) -> Int32 {
         if console.json {
-            console.printJSON(["error": ["code": .string(error.code), "message": .string(error.message),
-                                         "exitCode": JSONValue(Int(error.exitCode.rawValue))]])
+            console.printJSON(["error": error.json])
         }
         console.err("Error: \(error.message)")
         if error.exitCode == .usage {

@@ -182,4 +182,42 @@ struct DiskFullTests {
         #expect(d.fs.availableBytes >= before + kept - (64 << 10), "the space came back: \(before) → \(d.fs.availableBytes)")
         try w.expectRecordsIntact(catalog: d.fast)
     }
+
+    @Test("the disk fills between a command's checks and its records write: verify and delete exit 3 and say how much to free; nothing is lost",
+          arguments: ["verify", "delete"])
+    func recordsWriteOnFullDisk(command: String) throws {
+        let d = try FullDisk(); defer { d.remove() }
+        let installed = try d.w.run(["download", "mid"], catalog: d.fast)
+        try #require(installed.status == 0, "\(installed)")
+        let p = try d.w.start([command, "mid"], catalog: d.fast, env: ["GLASSES_LOCAL_PAUSE_AT": "records-write"])
+        try #require(p.waitForStderr("PAUSE records-write", timeout: 60), "\(p.wait())")
+        // Stopped (SIGSTOP) just before the write; fill the filesystem to the last byte.
+        try #require(p.waitUntil(timeout: 10) { Self.processState(p.pid) == "T" }, "the process stopped itself")
+        _ = try World.tool("/usr/bin/env", ["dd", "if=/dev/zero", "of=\(d.filler)", "bs=1M"])
+        _ = try World.tool("/usr/bin/env", ["dd", "if=/dev/zero", "of=\(d.filler)-tail", "bs=4k"])
+        #expect(d.fs.availableBytes < 64 << 10, "the filesystem is full: \(d.fs.availableBytes) bytes free")
+        p.send(SIGCONT)
+        let r = p.wait(timeout: 60)
+        #expect(r.status == 3, "a records write on a full disk is exit 3, as a full disk mid-download is\n\(r)")
+        #expect(r.stderr.contains("the disk is full") && r.stderr.contains("Free at least 4 MiB"), "the message says how much to free\n\(r)")
+        try FileManager.default.removeItem(atPath: d.filler)
+        try FileManager.default.removeItem(atPath: d.filler + "-tail")
+        if command == "verify" {
+            // Nothing was lost: the model is installed and verifies once there is room.
+            let again = try d.w.run(["verify", "mid"], catalog: d.fast)
+            #expect(again.status == 0, "\(again)")
+        } else {
+            // The files were freed before the commit failed; the next open repairs the record.
+            #expect(try !d.w.isInstalled("mid", catalog: d.fast))
+            #expect(!Disk.exists(d.w.installFolder("mid")))
+        }
+        try d.w.expectRecordsIntact(catalog: d.fast)
+    }
+
+    /// The state letter of /proc/<pid>/stat ("T" when stopped).
+    static func processState(_ pid: Int32) -> String? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        return text[text.index(after: close)...].split(separator: " ").first.map(String.init)
+    }
 }

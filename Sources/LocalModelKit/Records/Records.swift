@@ -120,7 +120,7 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .busyTooLong(path, seconds):
             return "records database \(path) stayed locked by another process for \(seconds) s. Check for a hung glasses-local process ('fuser \(path)') and retry."
         case .diskFull(let path):
-            return "records database \(path) cannot be written: the disk is full. Free space ('glasses-local delete ID' and 'glasses-local gc' work on a full disk) and retry."
+            return "records database \(path) cannot be written: the disk is full. Free at least \(LocalModelError.recordsRoomMb) MiB ('glasses-local delete ID' and 'glasses-local gc' work on a full disk) and retry."
         case .readOnly(let path):
             return "records database \(path) is read-only for this user: reading works, changing the store needs its owner. Use a store of your own with --store or EXTENTOS_MODELS_DIR to download."
         case .symbolicLink(let path):

@@ -51,7 +51,7 @@ extension LocalModelEngine {
         } catch let error as DownloadError {
             throw error
         } catch {
-            throw .io(modelId: id, message: "\(error)")
+            throw .wrap(error, modelId: id)
         }
         defer { lock.unlock() }
         return try body()
@@ -70,7 +70,7 @@ extension LocalModelEngine {
         } catch let error as SystemError where [EACCES, EROFS, EPERM, ENOENT].contains(error.errno) {
             return try body("the store is not writable by this user and \(lock.path) cannot be created (\(error.message))")
         } catch {
-            throw .io(modelId: id, message: "\(error)")
+            throw .wrap(error, modelId: id)
         }
         defer { lock.unlock() }
         return try body(nil)
@@ -80,9 +80,9 @@ extension LocalModelEngine {
     /// the model's lock (a download in progress).
     public func delete(modelId id: String) throws(DownloadError) -> DeleteResult {
         let records: Records
-        do { records = try open().records } catch { throw .io(modelId: id, message: "\(error)") }
+        records = try open().records
         let record: InstallRecord?
-        do { record = try records.install(id) } catch { throw .io(modelId: id, message: "\(error)") }
+        do { record = try records.install(id) } catch { throw .wrap(error, modelId: id) }
         let model = catalog.model(id: id)
         guard model != nil || record != nil else { throw .unknownModel(id) }
         return try withModelLock(id) { () throws(DownloadError) -> DeleteResult in
@@ -109,6 +109,7 @@ extension LocalModelEngine {
                     freed += try layout.remove(leftover)
                 }
                 if existed {
+                    TestHooks.point("records-write")
                     try records.write { ctx in
                         try ctx.deleteInstall(id)
                         try ctx.clearPartialFiles(id)
@@ -117,7 +118,7 @@ extension LocalModelEngine {
                     }
                 }
             } catch {
-                throw .io(modelId: id, message: "\(error)")
+                throw .wrap(error, modelId: id)
             }
             return DeleteResult(modelId: id, existed: existed, freedBytes: freed)
         }
@@ -130,7 +131,7 @@ extension LocalModelEngine {
                        onEvent: @escaping (DownloadEvent) -> Void = { _ in }) throws(DownloadError) -> VerifyReport {
         guard let model = catalog.model(id: id) else { throw .unknownModel(id) }
         let records: Records
-        do { records = try open().records } catch { throw .io(modelId: id, message: "\(error)") }
+        records = try open().records
         // Reading takes a shared lock; repairing writes, so it takes the model's own.
         func locked(_ body: (String?) throws(DownloadError) -> VerifyReport) throws(DownloadError) -> VerifyReport {
             if repair { return try withModelLock(id) { () throws(DownloadError) in try body(nil) } }
@@ -142,7 +143,7 @@ extension LocalModelEngine {
             do {
                 record = try records.install(id)
                 recorded = try records.files(id)
-            } catch { throw .io(modelId: id, message: "\(error)") }
+            } catch { throw .wrap(error, modelId: id) }
             guard let record, record.state == .installed else { throw .notInstalled(modelId: id) }
             let folder = record.path ?? layout.installPath(id: id, kind: model.kind)
             let installTimeHash = Dictionary(recorded.map { ($0.path, $0.verifiedSha256) }, uniquingKeysWith: { a, _ in a })
@@ -181,7 +182,16 @@ extension LocalModelEngine {
             }
             let detail = problems.isEmpty ? "all \(model.files.count) files match"
                 : "\(problems.count) bad file(s), first \(problems[0].path): \(problems[0].detail)" + (repaired.isEmpty ? "" : "; \(repaired.count) re-fetched")
-            try? records.append(.verified, modelId: id, detail: detail)
+            // The result is part of the store's history: a full disk fails the command (exit 3,
+            // saying what to free) rather than dropping it without a word. A store this user
+            // may only read keeps no history of its readers.
+            TestHooks.point("records-write")
+            do {
+                try records.append(.verified, modelId: id, detail: detail)
+            } catch RecordsError.readOnly {
+            } catch {
+                throw .wrap(error, modelId: id)
+            }
             return VerifyReport(modelId: id, filesChecked: model.files.count, sizeOnly: sizeOnly, problems: problems, repaired: repaired,
                                 readWithoutLock: withoutLock)
         }
@@ -205,14 +215,14 @@ extension LocalModelEngine {
             FileRequest(name: file.path, url: url + ModelURL.percentEncode(file.path), partialPath: repairRoot + "/" + file.path,
                         boundary: layout.root, size: file.size, sha256: file.sha256)
         }
-        do { try layout.remove(repairRoot) } catch { throw .io(modelId: model.id, message: "\(error)") }
+        do { try layout.remove(repairRoot) } catch { throw .wrap(error, modelId: model.id) }
         onEvent(.phase(.download))
         let session = TransferSession(policy: options.policy, cancellation: cancellation,
                                       allowPlainHTTPRedirects: url.lowercased().hasPrefix("http://"),
                                       onEvent: { if case .completed(let f, _) = $0 { onEvent(.fileCompleted(file: f)) } },
                                       onTick: { _ in })
         let outcomes: [FileOutcome]
-        do { outcomes = try session.run(requests) } catch { throw .io(modelId: model.id, message: "\(error)") }
+        do { outcomes = try session.run(requests) } catch { throw .wrap(error, modelId: model.id) }
         var fixed: [String] = []
         var hashes: [String: String] = [:]
         for (request, outcome) in zip(requests, outcomes) {
@@ -225,12 +235,12 @@ extension LocalModelEngine {
                     if let st = try FileIO.status(target), (st.st_mode & S_IFMT) != S_IFREG { try layout.remove(target) }
                     try layout.createDirectory((target as NSString).deletingLastPathComponent)
                     try layout.rename(request.partialPath, to: target)
-                } catch { throw .io(modelId: model.id, message: "\(error)") }
+                } catch { throw .wrap(error, modelId: model.id) }
                 fixed.append(request.name)
                 hashes[request.name] = sha
             case .failed(let failure):
                 _ = try? layout.remove(repairRoot)
-                throw .io(modelId: model.id, message: "re-fetching \(request.name) failed: \(failure)")
+                throw LocalModelError(failure, modelId: model.id, request: request) { (0, request.size) }
             }
         }
         _ = try? layout.remove(repairRoot)
@@ -243,7 +253,7 @@ extension LocalModelEngine {
                 }
                 try ctx.append(.repaired, modelId: model.id, detail: "re-fetched \(fixed.count) file(s): \(fixed.prefix(5).joined(separator: ", "))")
             }
-        } catch { throw .io(modelId: model.id, message: "\(error)") }
+        } catch { throw .wrap(error, modelId: model.id) }
         return fixed
     }
 

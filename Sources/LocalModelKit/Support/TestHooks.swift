@@ -1,21 +1,31 @@
 import Foundation
 
-/// Fault-injection points for the reliability tests (`kill -9` at each phase).
+/// Fault-injection points for the reliability tests.
 ///
-/// When the environment variable `GLASSES_LOCAL_HOLD_AT` names a point, the process
-/// prints `HOLD <point>` on stderr when it reaches it and then waits forever, so a test
-/// can kill it at exactly that instant. Unset (always, outside tests), a point costs one
-/// comparison. Points: `download` (first bytes written), `hash` (a resume base hashed),
-/// `unpack` (first archive entry written), `install` (tree moved to staging),
-/// `after-rename` (renamed into place, not committed), `after-commit` (committed, not
-/// cleaned up).
+/// - `GLASSES_LOCAL_HOLD_AT=<point>`: the process prints `HOLD <point>` on stderr when it
+///   reaches the point and then waits forever, so a test can `kill -9` it at exactly that
+///   instant.
+/// - `GLASSES_LOCAL_PAUSE_AT=<point>`: the process prints `PAUSE <point>` and stops itself
+///   (`SIGSTOP`); the test changes the world (fills the disk) and sends `SIGCONT`.
+///
+/// Unset (always, outside tests), a point costs one comparison. Points: `download` (first
+/// bytes written), `hash` (a resume base hashed), `unpack` (first archive entry written),
+/// `install` (tree moved to staging), `after-rename` (renamed into place, not committed),
+/// `after-commit` (committed, not cleaned up), `records-write` (just before `verify`
+/// records its result, or `delete` commits after freeing the space).
 public enum TestHooks {
     static let holdAt: String? = ProcessInfo.processInfo.environment["GLASSES_LOCAL_HOLD_AT"]
+    static let pauseAt: String? = ProcessInfo.processInfo.environment["GLASSES_LOCAL_PAUSE_AT"]
 
     @inline(__always)
     public static func point(_ name: String) {
-        guard let holdAt, holdAt == name else { return }
-        FileHandle.standardError.write(Data("HOLD \(name)\n".utf8))
-        while true { sleep(60) }
+        if let holdAt, holdAt == name {
+            try? FileIO.writeAll(Array("HOLD \(name)\n".utf8), to: 2)
+            while true { sleep(60) }
+        }
+        if let pauseAt, pauseAt == name {
+            try? FileIO.writeAll(Array("PAUSE \(name)\n".utf8), to: 2)
+            raise(SIGSTOP)
+        }
     }
 }

@@ -78,14 +78,14 @@ extension LocalModelEngine {
         guard let model = catalog.model(id: modelId) else { throw .unknownModel(modelId) }
         onEvent(.phase(.resolve))
         let records: Records
-        do { records = try open().records } catch { throw .io(modelId: modelId, message: "\(error)") }
+        records = try open().records
         let lock = FileLock(path: layout.lockPath(id: modelId))
         do {
             guard try lock.tryLock() else { throw DownloadError.busy(modelId: modelId) }
         } catch let error as DownloadError {
             throw error
         } catch {
-            throw .io(modelId: modelId, message: "\(error)")
+            throw .wrap(error, modelId: modelId)
         }
         defer { lock.unlock() }
         let run = DownloadRun(engine: self, model: model, records: records, options: options, cancellation: cancellation, onEvent: onEvent)

@@ -31,7 +31,7 @@ extension DownloadRun {
             // (P1): whatever happened on the way, a hole is never recorded as installed.
             var checked = Set<String>()
             if let bad = model.files.first(where: { FileIO.regularFileSize($0.path, in: staging, checked: &checked) != $0.size }) {
-                throw DownloadError.io(modelId: id, message: "\(bad.path) is missing from the verified tree or is not a regular file of \(bad.size) bytes; nothing was installed. Run the download again.")
+                throw DownloadError.incompleteInstall(modelId: id, file: bad.path, size: bad.size)
             }
             try FileIO.syncDirectory(layout.stagingRoot)
             TestHooks.point("install")

@@ -37,7 +37,7 @@ final class DownloadRun {
         self.onEvent = onEvent
     }
 
-    func io(_ error: any Error) -> DownloadError { .io(modelId: id, message: "\(error)") }
+    func io(_ error: any Error) -> DownloadError { .wrap(error, modelId: id) }
 
     func execute() throws(DownloadError) -> String {
         let finalPath = layout.installPath(id: id, kind: model.kind)
@@ -142,7 +142,7 @@ final class DownloadRun {
                 }
             } catch {
                 switch error {
-                case .cancelled, .diskFull, .insufficientStorage, .busy, .io:
+                case .cancelled, .diskFull, .insufficientStorage, .busy, .records, .system, .transfer, .incompleteInstall:
                     throw error
                 default:
                     lastError = error
@@ -208,7 +208,7 @@ final class DownloadRun {
             case .cancelled: throw .cancelled(modelId: id, keptBytes: archive.size)
             case .noSpace(let path):
                 throw .diskFull(modelId: id, file: path, neededMb: Int((model.installedBytes + (1 << 20) - 1) >> 20), keptBytes: archive.size)
-            case .io(let message): throw .io(modelId: id, message: message)
+            case .system(let error): throw .system(error, modelId: id)
             default:
                 // The archive matched its catalog hash, so the catalog itself is wrong or hostile.
                 throw .unsafeArchive(modelId: id, url: url, problem: error.description)
@@ -237,7 +237,7 @@ final class DownloadRun {
         do {
             return try session.run(requests)
         } catch {
-            throw .io(modelId: id, message: error.description)
+            throw .transfer(error, modelId: id)
         }
     }
 
@@ -266,21 +266,9 @@ final class DownloadRun {
     }
 
     private func map(_ failure: FileFailure, request: FileRequest) -> DownloadError {
-        switch failure {
-        case let .httpStatus(status, url): return .httpStatus(modelId: id, file: request.name, url: url, status: status)
-        case let .hashMismatch(expected, actual): return .integrityMismatch(modelId: id, file: request.name, expected: expected, actual: actual)
-        case .tooLong(let declared): return .sizeMismatch(modelId: id, file: request.name, url: request.url, declared: declared, served: nil)
-        case let .sizeMismatch(declared, served): return .sizeMismatch(modelId: id, file: request.name, url: request.url, declared: declared, served: served)
-        case .noSpace:
+        .init(failure, modelId: id, request: request) { [engine, model] in
             let kept = engine.partialBytes(model)
-            let needed = max(1, Int((model.downloadBytes - kept + (1 << 20) - 1) >> 20))
-            return .diskFull(modelId: id, file: request.name, neededMb: needed, keptBytes: kept)
-        case let .retriesExhausted(cause, url): return .temporary(modelId: id, file: request.name, url: url, cause: cause)
-        case let .retryAfterTooLong(seconds, url):
-            return .temporary(modelId: id, file: request.name, url: url, cause: "the server asks to retry after \(seconds == .max ? "an unbounded time" : "\(seconds) s"), longer than this run waits")
-        case let .refused(reason, url): return .refused(modelId: id, url: url, reason: reason)
-        case .io(let message): return .io(modelId: id, message: message)
-        case .cancelled: return .cancelled(modelId: id, keptBytes: engine.partialBytes(model))
+            return (kept, model.downloadBytes - kept)
         }
     }
 

@@ -52,7 +52,7 @@ final class FileJob: CurlEasyDelegate {
         case tooLong
         case sizeMismatch(Int64)
         case noSpace
-        case io(String)
+        case system(SystemError)
         case encoding(String)
         case redirectRefused(String)
     }
@@ -87,7 +87,7 @@ final class FileJob: CurlEasyDelegate {
         do {
             fd = try FileIO.openFile(request.partialPath, below: request.boundary, flags: O_RDWR | O_CREAT, createParents: true)
         } catch {
-            finish(.failed(error.isOutOfSpace ? .noSpace(path: request.partialPath) : .io(error.message)))
+            finish(.failed(error.isOutOfSpace ? .noSpace(path: request.partialPath) : .system(error)))
             return
         }
         var st = stat()
@@ -116,7 +116,7 @@ final class FileJob: CurlEasyDelegate {
             finish(.failed(.cancelled))
             return
         } catch {
-            finish(.failed(.io("hash \(request.partialPath): \(error)")))
+            finish(.failed(.system(error as? SystemError ?? SystemError(message: "hash \(request.partialPath): \(error)"))))
             return
         }
         if onDisk == request.size { verifyComplete(fromNetwork: false) }
@@ -157,7 +157,7 @@ final class FileJob: CurlEasyDelegate {
         do {
             actual = try hasher.finalize()
         } catch {
-            finish(.failed(.io("\(error)")))
+            finish(.failed(.system(SystemError(message: "SHA-256 of \(request.partialPath): \(error)"))))
             return
         }
         self.hasher = nil
@@ -311,7 +311,7 @@ final class FileJob: CurlEasyDelegate {
             let n = FileIO.retrying { write(fd, bytes.baseAddress! + written, count - written) }
             if n < 0 {
                 let e = errno
-                abort = (e == ENOSPC || e == EDQUOT) ? .noSpace : .io(SystemError(errno: e, "write \(request.partialPath)").message)
+                abort = (e == ENOSPC || e == EDQUOT) ? .noSpace : .system(SystemError(errno: e, "write \(request.partialPath)"))
                 // Keep what reached the disk consistent with the hash.
                 if written > 0, let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<written])) }
                 onDisk += Int64(written)
@@ -363,8 +363,8 @@ final class FileJob: CurlEasyDelegate {
                 finish(.failed(.sizeMismatch(declared: request.size, served: served)))
             case .noSpace:
                 finish(.failed(.noSpace(path: request.partialPath)))
-            case .io(let message):
-                finish(.failed(.io(message)))
+            case .system(let error):
+                finish(.failed(.system(error)))
             case .encoding(let encoding):
                 finish(.failed(.refused("the server applied Content-Encoding '\(encoding)' although none was asked for", url: url)))
             case .redirectRefused(let reason):

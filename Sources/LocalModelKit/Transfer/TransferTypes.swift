@@ -55,7 +55,7 @@ public enum FileFailure: Sendable, Equatable {
     case retryAfterTooLong(seconds: Int64, url: String)
     /// Redirect to plain http, unsupported scheme, TLS verification, redirect loop, …
     case refused(String, url: String)
-    case io(String)
+    case system(SystemError)
     case cancelled
 }
 
@@ -95,4 +95,27 @@ public struct TransferTick: Sendable, Equatable {
     public var presentBytes: Int64
     public var totalBytes: Int64
     public var validators: [FileValidators]
+}
+
+extension LocalModelError {
+    /// One file's failure, named for its model. `onDisk` tells, when needed, the bytes of
+    /// the model kept on disk and the bytes still to download.
+    init(_ failure: FileFailure, modelId id: String, request: FileRequest, onDisk: () -> (kept: Int64, missing: Int64)) {
+        switch failure {
+        case let .httpStatus(status, url): self = .httpStatus(modelId: id, file: request.name, url: url, status: status)
+        case let .hashMismatch(expected, actual): self = .integrityMismatch(modelId: id, file: request.name, expected: expected, actual: actual)
+        case .tooLong(let declared): self = .sizeMismatch(modelId: id, file: request.name, url: request.url, declared: declared, served: nil)
+        case let .sizeMismatch(declared, served): self = .sizeMismatch(modelId: id, file: request.name, url: request.url, declared: declared, served: served)
+        case .noSpace:
+            let (kept, missing) = onDisk()
+            self = .diskFull(modelId: id, file: request.name, neededMb: max(1, Int((missing + (1 << 20) - 1) >> 20)), keptBytes: kept)
+        case let .retriesExhausted(cause, url): self = .temporary(modelId: id, file: request.name, url: url, cause: cause)
+        case let .retryAfterTooLong(seconds, url):
+            self = .temporary(modelId: id, file: request.name, url: url,
+                              cause: "the server asks to retry after \(seconds == .max ? "an unbounded time" : "\(seconds) s"), longer than this run waits")
+        case let .refused(reason, url): self = .refused(modelId: id, url: url, reason: reason)
+        case .system(let error): self = .system(error, modelId: id)
+        case .cancelled: self = .cancelled(modelId: id, keptBytes: onDisk().kept)
+        }
+    }
 }

@@ -24,7 +24,7 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
     /// More entries than the catalog allows.
     case tooManyEntries(Int)
     case noSpace(path: String)
-    case io(String)
+    case system(SystemError)
     case cancelled
 
     public var description: String {
@@ -38,7 +38,7 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
         case .missingFiles(let paths): return "the archive lacks \(paths.count) catalog file(s), first: \(paths.first ?? "")"
         case .tooManyEntries(let n): return "the archive has more than \(n) entries"
         case .noSpace(let path): return "no space left while extracting \(path)"
-        case .io(let m): return m
+        case .system(let e): return e.message
         case .cancelled: return "extraction cancelled"
         }
     }
@@ -56,7 +56,7 @@ public enum ArchiveExtractor {
     public static func extract(archivePath: String, format: ArchiveFormat, stripComponents: Int,
                                into staging: String, files: [CatalogFile],
                                isCancelled: () -> Bool = { false }) throws(UnpackError) -> [String: String] {
-        guard let reader = archive_read_new() else { throw .io("libarchive: out of memory") }
+        guard let reader = archive_read_new() else { throw .system(SystemError(message: "libarchive: out of memory", errno: ENOMEM)) }
         defer { archive_read_free(reader) }
         // Only the format and filter the catalog names (P8: less parser surface).
         switch format {
@@ -128,10 +128,10 @@ public enum ArchiveExtractor {
     private static func writeEntry(_ reader: OpaquePointer, to full: String, file: CatalogFile,
                                    buffer: UnsafeMutableRawBufferPointer, isCancelled: () -> Bool) throws(UnpackError) -> String {
         let fd = open(full, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .io(SystemError(errno: errno, "create \(full)").message) }
+        guard fd >= 0 else { throw .system(SystemError(errno: errno, "create \(full)")) }
         defer { close(fd) }
         let hasher: SHA256Hasher
-        do { hasher = try SHA256Hasher() } catch { throw .io("\(error)") }
+        do { hasher = try SHA256Hasher() } catch { throw .system(SystemError(message: "SHA-256: \(error)")) }
         var total: Int64 = 0
         while true {
             let n = archive_read_data(reader, buffer.baseAddress, buffer.count)
@@ -146,7 +146,7 @@ public enum ArchiveExtractor {
                 if w < 0 {
                     if errno == EINTR { continue }
                     if errno == ENOSPC || errno == EDQUOT { throw .noSpace(path: full) }
-                    throw .io(SystemError(errno: errno, "write \(full)").message)
+                    throw .system(SystemError(errno: errno, "write \(full)"))
                 }
                 written += w
             }
@@ -154,9 +154,9 @@ public enum ArchiveExtractor {
             if isCancelled() { throw .cancelled }
         }
         if total != file.size { throw .sizeMismatch(path: file.path, expected: file.size, actual: total) }
-        guard fsync(fd) == 0 else { throw .io(SystemError(errno: errno, "fsync \(full)").message) }
+        guard fsync(fd) == 0 else { throw .system(SystemError(errno: errno, "fsync \(full)")) }
         let actual: String
-        do { actual = try hasher.finalize() } catch { throw .io("\(error)") }
+        do { actual = try hasher.finalize() } catch { throw .system(SystemError(message: "SHA-256: \(error)")) }
         if let expected = file.sha256, expected != actual { throw .hashMismatch(path: file.path, expected: expected, actual: actual) }
         return actual
     }
@@ -173,7 +173,7 @@ public enum ArchiveExtractor {
             if mkdir(full, 0o755) != 0 {
                 guard errno == EEXIST else {
                     if errno == ENOSPC { throw .noSpace(path: full) }
-                    throw .io(SystemError(errno: errno, "create folder \(full)").message)
+                    throw .system(SystemError(errno: errno, "create folder \(full)"))
                 }
                 var st = stat()
                 guard lstat(full, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {

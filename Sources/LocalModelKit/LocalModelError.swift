@@ -1,0 +1,193 @@
+/// The stable machine code of a failure, and the exit status the command maps it to.
+/// The command line's exit status, its `--json` error `code`, and the facades' errors all
+/// read this; the raw values never change once shipped.
+public enum ErrorCode: String, Sendable, CaseIterable {
+    case unknownModel, invalidCatalog, catalogRollback, busy
+    /// Storage: the check before any byte moved, or a disk that filled up mid-way
+    /// (a download's bytes, or the records database).
+    case insufficientStorage, diskFull
+    case integrityMismatch, sizeMismatch, unsafeArchive, incompleteInstall
+    case temporary, httpStatus, refused, noSource, interrupted, notInstalled
+    /// The records database is damaged, read-only for this user, newer, or otherwise unusable.
+    case recordsDamaged, readOnly, records
+    case io
+
+    /// The documented exit statuses: 1 failure, 3 storage, 4 integrity, 5 unknown model,
+    /// 6 invalid catalog, 7 busy, 75 temporary, 130 interrupted.
+    public var exitStatus: Int32 {
+        switch self {
+        case .insufficientStorage, .diskFull: return 3
+        case .integrityMismatch, .sizeMismatch, .unsafeArchive: return 4
+        case .unknownModel: return 5
+        case .invalidCatalog, .catalogRollback: return 6
+        case .busy: return 7
+        case .temporary: return 75
+        case .interrupted: return 130
+        case .incompleteInstall, .httpStatus, .refused, .noSource, .notInstalled, .recordsDamaged, .readOnly, .records, .io:
+            return 1
+        }
+    }
+}
+
+/// Every failure of the engine, as one type. Each case names the model, the file or URL,
+/// wraps the typed cause where there is one (never flattened to a string), says what to
+/// do next, and carries its `code`. Nothing is left half-installed whichever case it is.
+public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unknownModel(String)
+    /// The catalog file failed validation (every problem, with its JSON path).
+    case invalidCatalog(CatalogError)
+    /// The catalog is older than one this store has already accepted (P7).
+    case catalogRollback(offered: Int, recorded: Int, store: String)
+    /// Another process (or task) holds the model's lock.
+    case busy(modelId: String)
+    /// The download cannot fit: checked before any byte is transferred.
+    case insufficientStorage(modelId: String, requiredMb: Int, availableMb: Int)
+    /// The disk filled up mid-way; the bytes downloaded so far are kept.
+    case diskFull(modelId: String, file: String, neededMb: Int, keptBytes: Int64)
+    /// A final HTTP answer (404, 403, 410, …).
+    case httpStatus(modelId: String, file: String, url: String, status: Int)
+    /// The bytes' SHA-256 differs from the catalog's; the partial was discarded.
+    case integrityMismatch(modelId: String, file: String, expected: String, actual: String)
+    /// The server sent more than, or other than, the declared size.
+    case sizeMismatch(modelId: String, file: String, url: String, declared: Int64, served: Int64?)
+    /// An archive failed the unpacking checks (P8).
+    case unsafeArchive(modelId: String, url: String, problem: String)
+    /// A verified tree lacks a catalog file as a regular file of its size (P1): not installed.
+    case incompleteInstall(modelId: String, file: String, size: Int64)
+    /// Network/server trouble outlasted the retry budget: try again later.
+    case temporary(modelId: String, file: String, url: String, cause: String)
+    /// Redirect to http, TLS verification failure, redirect loop, unsupported URL.
+    case refused(modelId: String, url: String, reason: String)
+    /// Cancelled (Task cancellation, SIGINT); partial data is kept for a later resume.
+    case cancelled(modelId: String, keptBytes: Int64)
+    /// The catalog has no source this build can use for the model.
+    case noSource(modelId: String)
+    /// `verify` of a model that is not installed.
+    case notInstalled(modelId: String)
+    /// The records database failed (damaged, read-only, full, newer, …).
+    case records(RecordsError)
+    /// A system call failed (`modelId` when it happened for one model).
+    case system(SystemError, modelId: String?)
+    /// The network layer itself could not run (libcurl could not start a transfer).
+    case transfer(TransferFault, modelId: String)
+
+    public var code: ErrorCode {
+        switch self {
+        case .unknownModel: return .unknownModel
+        case .invalidCatalog: return .invalidCatalog
+        case .catalogRollback: return .catalogRollback
+        case .busy: return .busy
+        case .insufficientStorage: return .insufficientStorage
+        case .diskFull: return .diskFull
+        case .httpStatus: return .httpStatus
+        case .integrityMismatch: return .integrityMismatch
+        case .sizeMismatch: return .sizeMismatch
+        case .unsafeArchive: return .unsafeArchive
+        case .incompleteInstall: return .incompleteInstall
+        case .temporary: return .temporary
+        case .refused: return .refused
+        case .cancelled: return .interrupted
+        case .noSource: return .noSource
+        case .notInstalled: return .notInstalled
+        case .records(let error):
+            switch error {
+            case .diskFull: return .diskFull
+            case .corrupt: return .recordsDamaged
+            case .readOnly: return .readOnly
+            case .busyTooLong: return .busy
+            case .unavailable, .newerSchema, .walUnavailable, .symbolicLink, .sqlite: return .records
+            }
+        case .system(let error, _): return error.isOutOfSpace ? .diskFull : .io
+        case .transfer: return .io
+        }
+    }
+
+    /// The exit status the command maps this to.
+    public var exitStatus: Int32 { code.exitStatus }
+
+    /// The model the failure is about, where it is about one.
+    public var modelId: String? {
+        switch self {
+        case .unknownModel(let id): return id
+        case .invalidCatalog, .catalogRollback, .records: return nil
+        case .busy(let id), .noSource(let id), .notInstalled(let id): return id
+        case let .insufficientStorage(id, _, _), let .diskFull(id, _, _, _), let .httpStatus(id, _, _, _),
+             let .integrityMismatch(id, _, _, _), let .sizeMismatch(id, _, _, _, _), let .unsafeArchive(id, _, _),
+             let .incompleteInstall(id, _, _), let .temporary(id, _, _, _), let .refused(id, _, _), let .cancelled(id, _):
+            return id
+        case .system(_, let id): return id
+        case .transfer(_, let id): return id
+        }
+    }
+
+    /// Any error met on the way, as this type: the engine's own pass through, the typed
+    /// errors of the layers below are wrapped as they are.
+    public static func wrap(_ error: any Error, modelId: String? = nil) -> LocalModelError {
+        switch error {
+        case let e as LocalModelError: return e
+        case let e as RecordsError: return .records(e)
+        case let e as SystemError: return .system(e, modelId: modelId)
+        case let e as CatalogError: return .invalidCatalog(e)
+        case let e as SQLiteError: return .records(.sqlite(e))
+        case let e as TransferFault: return .transfer(e, modelId: modelId ?? "")
+        default:
+            // No other error type is thrown below the engine; should one appear, it is
+            // kept as the system error it most resembles, with its own text.
+            return .system(SystemError(message: String(describing: error)), modelId: modelId)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .unknownModel(let id):
+            return "unknown model '\(id)'. Run 'glasses-local list' to see the catalog's model ids."
+        case .invalidCatalog(let error):
+            return error.description
+        case let .catalogRollback(offered, recorded, store):
+            return "catalog version \(offered) is older than version \(recorded) already used by the store \(store); refusing a rollback. Use the newer catalog (or a store of its own with --store)."
+        case .busy(let id):
+            return "\(id) is being downloaded or changed by another process. Wait for it to finish (or stop it), then retry."
+        case let .insufficientStorage(id, required, available):
+            return "\(id) needs \(required) MiB of storage but only \(available) MiB is available. Free \(required - available) MiB, or choose a store on a bigger disk with --store / EXTENTOS_MODELS_DIR. Nothing was downloaded."
+        case let .diskFull(id, file, needed, kept):
+            return "the disk filled up while writing \(file) of \(id). Free at least \(needed) MiB and run the download again: the \(kept) bytes already downloaded are kept and will not be fetched again."
+        case let .httpStatus(id, file, url, status):
+            return "\(file) of \(id): the server answered HTTP \(status) for \(url). Check the catalog or --mirror URL; a 404 is not retried."
+        case let .integrityMismatch(id, file, expected, actual):
+            return "\(file) of \(id) failed verification: expected SHA-256 \(expected), got \(actual). The bad bytes were discarded; the source or mirror serves a different file — check --mirror or report it."
+        case let .sizeMismatch(id, file, url, declared, served):
+            let what = served.map { "\($0) bytes" } ?? "more bytes"
+            return "\(file) of \(id): \(url) served \(what), the catalog declares \(declared). The bytes were discarded; the source serves a different file — check --mirror or the catalog."
+        case let .unsafeArchive(id, url, problem):
+            return "the archive of \(id) from \(url) was refused: \(problem). Nothing was installed; report the archive to the catalog's maintainer."
+        case let .incompleteInstall(id, file, size):
+            return "\(id): \(file) is missing from the verified tree or is not a regular file of \(size) bytes; nothing was installed. Run the download again."
+        case let .temporary(id, file, url, cause):
+            return "\(file) of \(id) could not be fetched from \(url): \(cause). This is probably temporary; run the download again later (partial data is kept)."
+        case let .refused(id, url, reason):
+            return "\(id): \(url) was refused: \(reason)."
+        case let .cancelled(id, kept):
+            return "download of \(id) interrupted; \(kept) bytes are kept and the next download resumes from them."
+        case .noSource(let id):
+            return "\(id) has no usable source in the catalog."
+        case .notInstalled(let id):
+            return "\(id) is not installed; download it first (glasses-local download \(id))."
+        case .records(let error):
+            return error.description
+        case let .system(error, id):
+            if error.isOutOfSpace {
+                return (id.map { "\($0): " } ?? "") + "\(error.message). The disk is full: free at least \(LocalModelError.recordsRoomMb) MiB (delete and gc work on a full disk) and retry."
+            }
+            return (id.map { "\($0): " } ?? "") + error.message
+        case let .transfer(fault, id):
+            return "\(id): \(fault.description). Check that libcurl is installed and working ('glasses-local doctor')."
+        }
+    }
+
+    /// What a records write or a small file operation needs free to succeed: the WAL of
+    /// one transaction and the filesystem's own bookkeeping, rounded up generously.
+    public static let recordsRoomMb = 4
+}
+
+/// The name the engine's download API has used since the first release.
+public typealias DownloadError = LocalModelError
