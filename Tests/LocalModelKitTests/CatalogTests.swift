@@ -12,6 +12,8 @@ struct CatalogTests {
     static let inputs = testsFolder.appendingPathComponent("Inputs")
     static let packageRoot = testsFolder.deletingLastPathComponent().deletingLastPathComponent()
     static let shippedCatalogPath = packageRoot.appendingPathComponent("Catalog/catalog.json").path
+    /// The shipped catalog's bytes, as the file holds them.
+    static var shippedCatalogBytes: [UInt8] { (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: shippedCatalogPath)))) ?? [] }
 
     /// Runs `body` in a fresh temporary directory that is removed afterwards.
     static func withTemporaryDirectory<T>(_ body: (URL) throws -> T) throws -> T {
@@ -222,7 +224,7 @@ struct CatalogTests {
         #expect(catalog.catalogVersion == 3)
         #expect(catalog.generatedAt == "2026-11-30T00:00:00Z")
         #expect(catalog.models.map(\.id) == ["tiny-llm", "tiny-voice"])
-        #expect(catalog.ladder.map(\.id) == ["tiny-llm"])
+        #expect(catalog.models.filter { $0.kind == .llm }.map(\.id) == ["tiny-llm"])
 
         let llm = try #require(catalog.model(id: "tiny-llm"))
         #expect(llm.kind == .llm)
@@ -256,7 +258,7 @@ struct CatalogTests {
         let text = #"{"schemaVersion":1,"catalogVersion":1,"generatedAt":"2026-11-30T00:00:00Z","models":[]}"#
         guard let catalog = Self.expectAccepted(Array(text.utf8)) else { return }
         #expect(catalog.models.isEmpty)
-        #expect(catalog.ladder.isEmpty)
+        #expect(catalog.models.filter { $0.kind == .llm }.isEmpty)
         #expect(catalog.catalogVersion == 1)
     }
 
@@ -272,18 +274,6 @@ struct CatalogTests {
         #expect(catalog.models.map(\.id) == Self.shippedIds)
     }
 
-    @Test func embeddedCatalogIsByteForByteCatalogJSON() throws {
-        let file = [UInt8](try Data(contentsOf: URL(fileURLWithPath: Self.shippedCatalogPath)))
-        let embedded = Array((BundledCatalog.json + "\n").utf8)
-        let same = file == embedded
-        let firstDifference = (0..<min(file.count, embedded.count)).first { file[$0] != embedded[$0] }
-            ?? min(file.count, embedded.count)
-        #expect(same, """
-            Sources/LocalModelKit/Catalog/BundledCatalog.swift (\(embedded.count) bytes) differs from \
-            Catalog/catalog.json (\(file.count) bytes) from byte \(firstDifference) on: run Scripts/embed-catalog
-            """)
-    }
-
     @Test func shippedCatalogFileLoadsAndEqualsTheBundledOne() throws {
         let loaded = try CatalogLoader().load(contentsOf: Self.shippedCatalogPath)
         let bundled = try CatalogLoader().bundled()
@@ -295,10 +285,6 @@ struct CatalogTests {
         #expect(loaded.catalogVersion == bundled.catalogVersion)
         #expect(loaded.generatedAt == bundled.generatedAt)
         #expect(loaded.schemaVersion == bundled.schemaVersion)
-        // The generated values and the embedded text are one catalog.
-        let fromText = try CatalogLoader().decode(Array(BundledCatalog.json.utf8), source: "BundledCatalog.json")
-        let textMatches = fromText.models == bundled.models
-        #expect(textMatches, "BundledCatalog.swift's values and its JSON text differ: run Scripts/embed-catalog")
     }
 
     @Test func shippedFilePathsAreByteOrderSorted() throws {
@@ -406,7 +392,7 @@ struct CatalogTests {
     }
 
     @Test func ladderIsTheLlmsInOrderSmallestFirst() throws {
-        let ladder = try CatalogLoader().bundled().ladder
+        let ladder = try CatalogLoader().bundled().models.filter { $0.kind == .llm }
         #expect(ladder.map(\.id) == Self.ladderTable.map(\.id))
         let sizes = ladder.map(\.requiredMb)
         #expect(sizes == sizes.sorted())
@@ -1021,7 +1007,7 @@ struct CatalogTests {
     }
 
     @Test func randomMutationsOfTheBundledCatalogDecodeOrFailCleanly() {
-        let original = Array(BundledCatalog.json.utf8)
+        let original = Self.shippedCatalogBytes
         var rng = SplitMix64(state: 0x5EED_CA7A_1061)
         var accepted = 0
         var rejected = 0
@@ -1044,7 +1030,9 @@ struct CatalogTests {
     }
 
     @Test func everyTruncationOfTheBundledCatalogIsRejectedAsNotJSON() {
-        let original = Array(BundledCatalog.json.utf8)
+        // The JSON document itself, without the file's final newline (cutting only that leaves valid JSON).
+        var original = Self.shippedCatalogBytes
+        while original.last == UInt8(ascii: "\n") { original.removeLast() }
         var rng = SplitMix64(state: 42)
         var lengths = [0, 1, original.count - 1]
         lengths += (0..<100).map { _ in Int.random(in: 0..<original.count, using: &rng) }

@@ -117,6 +117,4 @@ public struct Catalog: Sendable {
         index[id].map { models[$0] }
     }
 
-    /// The local-tier ladder: `llm` models, in catalog order.
-    public var ladder: [CatalogModel] { models.filter { $0.kind == .llm } }
 }

@@ -44,15 +44,12 @@ public struct GCReport: Sendable, Equatable {
 }
 
 extension LocalModelEngine {
+    /// Runs `body` holding model `id`'s lock: download, delete, verify --repair. Another
+    /// process holding it is `busy` (exit 7).
     func withModelLock<T>(_ id: String, _ body: () throws(DownloadError) -> T) throws(DownloadError) -> T {
-        let lock = FileLock(path: layout.lockPath(id: id))
-        do {
-            guard try lock.tryLock() else { throw DownloadError.busy(modelId: id) }
-        } catch let error as DownloadError {
-            throw error
-        } catch {
-            throw .wrap(error, modelId: id)
-        }
+        let held: FileLock?
+        do { held = try layout.tryModelLock(id) } catch { throw .system(error, modelId: id) }
+        guard let lock = held else { throw .busy(modelId: id) }
         defer { lock.unlock() }
         return try body()
     }
@@ -266,8 +263,7 @@ extension LocalModelEngine {
         for name in try FileIO.listDirectory(layout.partialRoot) {
             let id = StoreLayout.modelId(fromLeftover: name)
             let path = layout.partialRoot + "/" + name
-            let lock = FileLock(path: layout.lockPath(id: id))
-            guard CatalogRules.idProblem(id) == nil ? try lock.tryLock() : true else { continue }
+            guard let lock = try layout.tryModelLock(id) else { continue }
             defer { lock.unlock() }
             let known = catalog.model(id: id) != nil
             let record = try records.install(id)
@@ -280,8 +276,7 @@ extension LocalModelEngine {
         }
         for name in try FileIO.listDirectory(layout.stagingRoot) {
             let id = StoreLayout.modelId(fromLeftover: name)
-            let lock = FileLock(path: layout.lockPath(id: id))
-            guard CatalogRules.idProblem(id) == nil ? try lock.tryLock() : true else { continue }
+            guard let lock = try layout.tryModelLock(id) else { continue }
             defer { lock.unlock() }
             let path = layout.stagingRoot + "/" + name
             removed.append((path, try layout.remove(path)))

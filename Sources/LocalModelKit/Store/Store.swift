@@ -171,8 +171,6 @@ public final class FileLock {
 
     deinit { unlock() }
 
-    public var isLocked: Bool { fd >= 0 }
-
     /// Takes the lock without waiting. Returns false when another process (or another
     /// `FileLock` in this one) holds it.
     public func tryLock(exclusive: Bool = true) throws(SystemError) -> Bool {
@@ -226,32 +224,30 @@ public final class FileLock {
         }
     }
 
-    /// `tryLock`, where a lock this user is not permitted to take counts as not available
-    /// (start-up repair on a store this user may only read leaves it to the owner).
-    func tryLockIfPermitted() throws(SystemError) -> Bool {
-        do {
-            return try tryLock()
-        } catch where [EACCES, EROFS, EPERM].contains(error.errno) {
-            return false
-        }
-    }
-
     public func unlock() {
         if fd >= 0 {
             close(fd)
             fd = -1
         }
     }
-
-    /// Whether some process holds the lock right now (probes with a shared try-lock).
-    public static func isHeld(path: String) -> Bool {
-        guard FileIO.exists(path) else { return false }
-        let probe = FileLock(path: path)
-        let got = (try? probe.tryLock(exclusive: false)) ?? false
-        probe.unlock()
-        return !got
-    }
 }
 
 @available(*, unavailable)
 extension FileLock: Sendable {}
+
+extension StoreLayout {
+    /// Takes model `id`'s lock without waiting, for work on that model's files. Returns nil
+    /// when another process holds it, or — with `ifPermitted`, for repairs a store's owner
+    /// should make — when this user may not take it. A leftover whose name is no valid id
+    /// has no lock to take: the returned lock then holds nothing. Released when the
+    /// returned value goes away (or by `unlock()`).
+    func tryModelLock(_ id: String, exclusive: Bool = true, ifPermitted: Bool = false) throws(SystemError) -> FileLock? {
+        let lock = FileLock(path: lockPath(id: id))
+        guard CatalogRules.idProblem(id) == nil else { return lock }
+        do {
+            return try lock.tryLock(exclusive: exclusive) ? lock : nil
+        } catch where ifPermitted && [EACCES, EROFS, EPERM].contains(error.errno) {
+            return nil
+        }
+    }
+}

@@ -37,8 +37,7 @@ struct StoreRepair {
         // Taking the lock (not just probing it) closes the window in which a download
         // starting right now could lose its fresh reservation.
         for reservation in reservations {
-            let lock = FileLock(path: layout.lockPath(id: reservation.modelId))
-            guard try lock.tryLockIfPermitted() else { continue }
+            guard let lock = try layout.tryModelLock(reservation.modelId, ifPermitted: true) else { continue }
             defer { lock.unlock() }
             let what = "released \(reservation.bytes) bytes of space reserved by process \(reservation.pid), which is gone"
             try records.write { ctx in
@@ -54,8 +53,7 @@ struct StoreRepair {
             let aside = layout.stagingRoot + "/" + record.modelId + ".replaced"
             let folder = record.path ?? installPath(for: record)
             guard FileIO.isDirectory(aside), !FileIO.exists(folder) else { continue }
-            let lock = FileLock(path: layout.lockPath(id: record.modelId))
-            guard try lock.tryLockIfPermitted() else { continue }
+            guard let lock = try layout.tryModelLock(record.modelId, ifPermitted: true) else { continue }
             defer { lock.unlock() }
             try layout.rename(aside, to: folder)
             try records.append(.repaired, modelId: record.modelId, detail: "interrupted update: previous install restored")
@@ -63,8 +61,7 @@ struct StoreRepair {
         }
 
         for record in installs where looksBroken(record, files: allFiles[record.modelId] ?? []) {
-            let lock = FileLock(path: layout.lockPath(id: record.modelId))
-            guard try lock.tryLockIfPermitted() else { continue }
+            guard let lock = try layout.tryModelLock(record.modelId, ifPermitted: true) else { continue }
             defer { lock.unlock() }
             // Re-read under the lock: another process may have finished meanwhile.
             guard let current = try records.install(record.modelId) else { continue }
@@ -108,9 +105,8 @@ struct StoreRepair {
         }
         for (path, owner) in linkCandidates {
             guard let st = try FileIO.status(path), (st.st_mode & S_IFMT) != S_IFDIR, (st.st_mode & S_IFMT) != S_IFREG else { continue }
-            let lock: FileLock? = CatalogRules.idProblem(owner) == nil ? FileLock(path: layout.lockPath(id: owner)) : nil
-            if let lock, try !lock.tryLockIfPermitted() { continue }
-            defer { lock?.unlock() }
+            guard let lock = try layout.tryModelLock(owner, ifPermitted: true) else { continue }
+            defer { lock.unlock() }
             try layout.remove(path)
             let attributed = catalog.model(id: owner) != nil || byId[owner] != nil ? owner : nil
             let what = "removed the symbolic link (or special file) \(path) planted in the store; links inside the store are never followed or moved"
@@ -124,9 +120,8 @@ struct StoreRepair {
             let owner = StoreLayout.modelId(fromLeftover: name)
             // Every entry belongs to a model (`<id>`, `<id>.replaced`, `<id>.deleting`) and is
             // touched only under that model's lock: an update in progress keeps its rollback copy.
-            let lock: FileLock? = CatalogRules.idProblem(owner) == nil ? FileLock(path: layout.lockPath(id: owner)) : nil
-            if let lock, try !lock.tryLockIfPermitted() { continue }
-            defer { lock?.unlock() }
+            guard let lock = try layout.tryModelLock(owner, ifPermitted: true) else { continue }
+            defer { lock.unlock() }
             let isTree = name == owner && (catalog.model(id: name) != nil || byId[name] != nil) && FileIO.isDirectory(path)
             if !isTree {
                 if name.hasSuffix(".replaced"), let record = try records.install(owner), record.state == .installed,
@@ -161,8 +156,7 @@ struct StoreRepair {
         for model in catalog.models {
             let folder = layout.installPath(id: model.id, kind: model.kind)
             guard byId[model.id]?.state != .installed, FileIO.isDirectory(folder) else { continue }
-            let lock = FileLock(path: layout.lockPath(id: model.id))
-            guard try lock.tryLockIfPermitted() else { continue }
+            guard let lock = try layout.tryModelLock(model.id, ifPermitted: true) else { continue }
             defer { lock.unlock() }
             if try records.install(model.id)?.state == .installed { continue }
             if try salvage(folder, modelId: model.id) {

@@ -400,19 +400,6 @@ public enum FileIO {
         return regularFileSize(folder + "/" + relative)
     }
 
-    /// Bytes of the regular files under `path` (allocated blocks), without following symlinks.
-    public static func treeSize(_ path: String) throws(SystemError) -> Int64 {
-        guard let st = try status(path) else { return 0 }
-        switch st.st_mode & S_IFMT {
-        case S_IFDIR:
-            var total: Int64 = 0
-            for name in try listDirectory(path) { total += try treeSize(path + "/" + name) }
-            return total
-        case S_IFREG: return Int64(st.st_blocks) * 512
-        default: return 0
-        }
-    }
-
     /// Regular files under `root`, as paths relative to it, sorted bytewise; symlinks and
     /// other special files are reported in `others`.
     public static func walkFiles(_ root: String) throws(SystemError) -> (files: [String], others: [String]) {

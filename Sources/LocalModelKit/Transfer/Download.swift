@@ -79,16 +79,8 @@ extension LocalModelEngine {
         onEvent(.phase(.resolve))
         let records: Records
         records = try open().records
-        let lock = FileLock(path: layout.lockPath(id: modelId))
-        do {
-            guard try lock.tryLock() else { throw DownloadError.busy(modelId: modelId) }
-        } catch let error as DownloadError {
-            throw error
-        } catch {
-            throw .wrap(error, modelId: modelId)
+        return try withModelLock(modelId) { () throws(DownloadError) in
+            try DownloadRun(engine: self, model: model, records: records, options: options, cancellation: cancellation, onEvent: onEvent).execute()
         }
-        defer { lock.unlock() }
-        let run = DownloadRun(engine: self, model: model, records: records, options: options, cancellation: cancellation, onEvent: onEvent)
-        return try run.execute()
     }
 }
