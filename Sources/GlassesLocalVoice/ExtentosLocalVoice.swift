@@ -24,7 +24,7 @@ public enum ExtentosLocalVoice {
         guard let engine = try? ExtentosLocalTier.sharedEngine(),
               let status = try? engine.status(of: KokoroVoiceModel.modelId), status.isInstalled,
               let record = try? engine.record(of: KokoroVoiceModel.modelId) else { return nil }
-        let path = record.path ?? engine.layout.installPath(id: KokoroVoiceModel.modelId, kind: .voice)
+        let path = engine.layout.folder(of: record)
         return URL(fileURLWithPath: path, isDirectory: true)
     }
 }

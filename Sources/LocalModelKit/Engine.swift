@@ -198,7 +198,7 @@ public final class LocalModelEngine: Sendable {
     /// never a re-hash: start-up must stay nearly free.
     func isInstalled(_ model: CatalogModel, record: InstallRecord?) -> Bool {
         guard let record, record.state == .installed else { return false }
-        return FileIO.isDirectory(record.path ?? layout.installPath(id: model.id, kind: model.kind))
+        return FileIO.isDirectory(layout.folder(of: record))
     }
 
     /// Bytes of the preferred source already downloaded into `.partial/<id>`.

@@ -350,7 +350,7 @@ enum Commands {
                 "id": .string(m.id), "kind": .string(m.kind.rawValue), "displayName": .string(m.displayName),
                 "requiredMb": JSONValue(m.requiredMb), "autoEligible": .bool(m.autoEligible), "revision": JSONValue(m.revision),
                 "isInstalled": .bool(s.isInstalled), "state": JSONValue(record?.state.rawValue),
-                "installPath": .string(record?.path ?? engine.layout.installPath(id: m.id, kind: m.kind)),
+                "installPath": .string(record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind)),
                 "downloadBytes": .int(m.downloadBytes), "installedBytes": .int(m.installedBytes),
                 "fit": fitJSON(s.fit),
                 "sources": .array(m.sources.map { source in
@@ -385,7 +385,7 @@ enum Commands {
             case .archive(let a): c.say("  source \(n + 1):       \(a.format.rawValue) archive \(a.url)")
             }
         }
-        c.say("  state:          \(s.isInstalled ? "installed in \(record?.path ?? engine.layout.installPath(id: m.id, kind: m.kind))" : (s.fit.presentBytes > 0 ? "partly downloaded (\(Format.bytes(s.fit.presentBytes)))" : "not installed"))")
+        c.say("  state:          \(s.isInstalled ? "installed in \(record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind))" : (s.fit.presentBytes > 0 ? "partly downloaded (\(Format.bytes(s.fit.presentBytes)))" : "not installed"))")
         if !s.isInstalled {
             c.say("  storage:        needs \(Format.mb(s.fit.requiredMb)), \(Format.mb(s.fit.availableMb)) available → \(s.fit.fits ? "fits" : "does not fit")")
         }

@@ -162,6 +162,7 @@ struct RecordsTests {
                     was a shipped migration edited in place instead of appending a new one?
                     """)
             #expect(try upgraded.install("kept")?.totalBytes == 42)
+            #expect(try upgraded.install("kept")?.path == "kept", "migration 3 makes the absolute install folder relative to the store")
             #expect(try upgraded.history().count == 1)
             #expect(try upgraded.read { try $0.highestCatalogVersion() } == 4)
             #expect(try fresh.installs().isEmpty)

@@ -16,7 +16,9 @@ public struct InstallRecord: Sendable, Equatable {
     public var state: InstallState
     /// The catalog version the files came from.
     public var catalogVersion: Int
-    /// Final folder (installed) — absolute.
+    /// Final folder (installed), relative to the store root (`<id>` or `voices/<id>`), so a
+    /// store restored from a backup or moved elsewhere keeps its installed state. Stores
+    /// written before schema 3 held absolute paths; migration 3 rewrites them.
     public var path: String?
     /// Bytes of the installed tree.
     public var totalBytes: Int64
@@ -274,6 +276,13 @@ public final class Records: Sendable {
             updated_at REAL NOT NULL,
             PRIMARY KEY (model_id, path)
         ) STRICT, WITHOUT ROWID;
+        """,
+        // 3: install folders relative to the store (a store that moves keeps its installs).
+        // The folder of a model is fixed by the layout, so an absolute path — even one of
+        // a store that was moved before this upgrade — becomes `<id>` or `voices/<id>`.
+        """
+        UPDATE installs SET path = CASE kind WHEN 'voice' THEN 'voices/' || model_id ELSE model_id END
+            WHERE path IS NOT NULL AND substr(path, 1, 1) = '/';
         """,
     ]
 

@@ -84,7 +84,7 @@ extension LocalModelEngine {
         guard model != nil || record != nil else { throw .unknownModel(id) }
         return try withModelLock(id) { () throws(DownloadError) -> DeleteResult in
             let kind = model?.kind ?? record?.kind ?? .llm
-            let finalPath = record?.path ?? layout.installPath(id: id, kind: kind)
+            let finalPath = record.map(layout.folder(of:)) ?? layout.installPath(id: id, kind: kind)
             let aside = layout.stagingRoot + "/" + id + ".deleting"
             var freed: Int64 = 0
             var existed = record != nil
@@ -142,7 +142,7 @@ extension LocalModelEngine {
                 recorded = try records.files(id)
             } catch { throw .wrap(error, modelId: id) }
             guard let record, record.state == .installed else { throw .notInstalled(modelId: id) }
-            let folder = record.path ?? layout.installPath(id: id, kind: model.kind)
+            let folder = layout.folder(of: record)
             let installTimeHash = Dictionary(recorded.map { ($0.path, $0.verifiedSha256) }, uniquingKeysWith: { a, _ in a })
             var problems: [VerifyReport.Problem] = []
             var sizeOnly = 0

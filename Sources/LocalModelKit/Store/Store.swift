@@ -51,6 +51,19 @@ public struct StoreLayout: Sendable, Equatable {
         }
     }
 
+    /// The install folder relative to the root, as install records keep it.
+    public static func relativeInstallPath(id: String, kind: ModelKind) -> String {
+        kind == .voice ? "voices/" + id : id
+    }
+
+    /// Where a recorded install lives: its recorded folder under this root (wherever the
+    /// store is now), or the layout's folder for the model when the record holds none, or
+    /// holds anything but a plain relative path inside the store.
+    public func folder(of record: InstallRecord) -> String {
+        if let path = record.path, CatalogRules.pathProblem(path) == nil { return root + "/" + path }
+        return installPath(id: record.modelId, kind: record.kind)
+    }
+
     public func partialPath(id: String) -> String { partialRoot + "/" + id }
     /// The archive being downloaded for an archive source (`@` cannot occur in an id,
     /// so it never collides with a model's partial folder).

@@ -51,7 +51,7 @@ struct StoreRepair {
         // in place: the old install goes back (it was verified when it was installed).
         for record in installs where record.state == .installed {
             let aside = layout.stagingRoot + "/" + record.modelId + ".replaced"
-            let folder = record.path ?? installPath(for: record)
+            let folder = layout.folder(of: record)
             guard FileIO.isDirectory(aside), !FileIO.exists(folder) else { continue }
             guard let lock = try layout.tryModelLock(record.modelId, ifPermitted: true) else { continue }
             defer { lock.unlock() }
@@ -67,7 +67,7 @@ struct StoreRepair {
             guard let current = try records.install(record.modelId) else { continue }
             switch current.state {
             case .installed:
-                let folder = current.path ?? installPath(for: current)
+                let folder = layout.folder(of: current)
                 if !FileIO.isDirectory(folder) {
                     try forget(current.modelId, because: "the record said installed but \(folder) is missing; record removed — download it again")
                     actions.append(RepairAction(modelId: current.modelId, what: "installed folder \(folder) was missing; record removed"))
@@ -125,7 +125,7 @@ struct StoreRepair {
             let isTree = name == owner && (catalog.model(id: name) != nil || byId[name] != nil) && FileIO.isDirectory(path)
             if !isTree {
                 if name.hasSuffix(".replaced"), let record = try records.install(owner), record.state == .installed,
-                   !FileIO.exists(record.path ?? installPath(for: record)) {
+                   !FileIO.exists(layout.folder(of: record)) {
                     continue  // restored above when its lock was free; leave it for the next open
                 }
                 let freed = try layout.remove(path)
@@ -176,17 +176,13 @@ struct StoreRepair {
     private func looksBroken(_ record: InstallRecord, files: [FileRecord]) -> Bool {
         switch record.state {
         case .installed:
-            let folder = record.path ?? installPath(for: record)
+            let folder = layout.folder(of: record)
             guard FileIO.isDirectory(folder) else { return true }
             var checked = Set<String>()
             return files.contains { FileIO.regularFileSize($0.path, in: folder, checked: &checked) != $0.size }
         case .partial:
             return !FileIO.exists(layout.partialPath(id: record.modelId)) && !FileIO.exists(layout.partialArchivePath(id: record.modelId))
         }
-    }
-
-    private func installPath(for record: InstallRecord) -> String {
-        layout.installPath(id: record.modelId, kind: record.kind)
     }
 
     /// Moves a tree to `.partial/<id>` when no partial data is there yet. Returns whether it

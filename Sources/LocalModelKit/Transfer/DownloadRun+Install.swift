@@ -55,7 +55,7 @@ extension DownloadRun {
             try records.write { ctx in
                 let existing = try ctx.read.install(id)
                 try ctx.upsert(InstallRecord(modelId: id, kind: model.kind, state: .installed, catalogVersion: engine.catalog.catalogVersion,
-                                             path: finalPath, totalBytes: model.installedBytes, createdAt: existing?.createdAt ?? ctx.now,
+                                             path: StoreLayout.relativeInstallPath(id: id, kind: model.kind), totalBytes: model.installedBytes, createdAt: existing?.createdAt ?? ctx.now,
                                              updatedAt: ctx.now, installedAt: ctx.now, lastError: nil))
                 try ctx.setFiles(id, model.files.map { f in
                     FileRecord(path: f.path, size: f.size, sha256: f.sha256, etag: validators[f.path]?.etag,
