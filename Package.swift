@@ -21,7 +21,7 @@ let package = Package(
         // The engine: instance-based, no global state.
         .target(
             name: "LocalModelKit",
-            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto"]
+            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto", "GlassesCore"]
         ),
         // The SDK seam: Extentos.create(config:) and the local-tier registry.
         .target(name: "GlassesCore"),
@@ -54,7 +54,7 @@ let package = Package(
 
         .testTarget(
             name: "LocalModelKitTests",
-            dependencies: ["LocalModelKit", "records-stress", "GlassesTestSupport"],
+            dependencies: ["LocalModelKit", "GlassesCore", "records-stress", "GlassesTestSupport"],
             exclude: ["Inputs"]
         ),
         .testTarget(name: "GlassesCoreTests", dependencies: ["GlassesCore"]),

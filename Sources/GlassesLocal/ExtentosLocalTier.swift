@@ -118,7 +118,7 @@ public enum ExtentosLocalTier {
                 self = .integrityFailure(modelId: id, file: file, detail: error.description)
             case .temporary: self = .temporary(modelId: id, detail: error.description)
             case .interrupted: self = .cancelled(modelId: id)
-            case .invalidCatalog, .catalogRollback, .recordsDamaged, .readOnly, .records: self = .storeUnavailable(error.description)
+            case .noStore, .invalidCatalog, .catalogRollback, .recordsDamaged, .readOnly, .records: self = .storeUnavailable(error.description)
             case .httpStatus, .refused, .noSource, .notInstalled, .io: self = .failed(modelId: id, detail: error.description)
             }
         }
@@ -144,35 +144,28 @@ public enum ExtentosLocalTier {
     /// The last problem met opening the store or catalog, for the app's diagnostics; nil when all is well.
     public static var storeProblem: String? { shared.withLock { $0.problem } }
 
-    /// The shared engine, built on first use.
+    /// The shared engine, built on first use by the engine's own setup (the same one the
+    /// command uses): this facade only chooses the store folder and catalog file.
     static func engine() throws(LocalTierError) -> LocalModelEngine {
         let result: Result<LocalModelEngine, LocalTierError> = shared.withLock { s in
             if let engine = s.engine { return .success(engine) }
-            let environment = ProcessInfo.processInfo.environment
-            guard let root = s.storeDirectory ?? StoreLayout.defaultRoot(environment: environment) else {
-                s.problem = "no store folder: set EXTENTOS_MODELS_DIR or call ExtentosLocalTier.configure(storeDirectory:)"
-                return .failure(.storeUnavailable(s.problem ?? ""))
-            }
-            do {
-                let loader = CatalogLoader()
-                let catalog = try (s.catalogFile ?? environment["EXTENTOS_CATALOG"]).map { path throws(CatalogError) in
-                    try loader.load(contentsOf: path)
-                } ?? loader.bundled()
-                let engine = LocalModelEngine(layout: StoreLayout(root: root), catalog: catalog,
-                                              probe: SystemDeviceProbe(environment: environment))
+            do throws(LocalModelError) {
+                let engine = try EngineSetup(storeDirectory: s.storeDirectory, catalogFile: s.catalogFile).makeEngine()
                 s.engine = engine
                 s.problem = nil
                 return .success(engine)
             } catch {
-                s.problem = "\(error)"
-                return .failure(.storeUnavailable("\(error)"))
+                s.problem = error.description
+                return .failure(LocalTierError(error))
             }
         }
         return try result.get()
     }
 
-    private static func note(_ error: any Error) {
-        shared.withLock { $0.problem = "\(error)" }
+    /// Keeps the engine's reason for a degraded answer, for ``storeProblem``.
+    private static func note(_ problem: LocalModelError?) {
+        guard let problem else { return }
+        shared.withLock { $0.problem = problem.description }
     }
 
     // MARK: The API
@@ -192,32 +185,21 @@ public enum ExtentosLocalTier {
     /// ``storeProblem`` says why.
     public static func models() -> [LocalModelInfo] {
         guard let engine = try? engine() else { return [] }
-        let statuses: [ModelStatus]
-        do {
-            statuses = try engine.models()
-        } catch {
-            note(error)
-            return engine.catalog.models.map { info($0, installed: false) }
+        let (statuses, problem) = engine.modelsAnswer()
+        note(problem)
+        return statuses.map { s in
+            LocalModelInfo(id: s.model.id, displayName: s.model.displayName, requiredMb: s.model.requiredMb, isInstalled: s.isInstalled,
+                           autoEligible: s.model.autoEligible, kind: s.model.kind == .llm ? .llm : .voice,
+                           downloadBytes: s.model.downloadBytes, installedBytes: s.model.installedBytes)
         }
-        return statuses.map { info($0.model, installed: $0.isInstalled) }
-    }
-
-    private static func info(_ m: CatalogModel, installed: Bool) -> LocalModelInfo {
-        LocalModelInfo(id: m.id, displayName: m.displayName, requiredMb: m.requiredMb, isInstalled: installed,
-                       autoEligible: m.autoEligible, kind: m.kind == .llm ? .llm : .voice,
-                       downloadBytes: m.downloadBytes, installedBytes: m.installedBytes)
     }
 
     /// Which ladder model to run now, or why the cloud must serve.
     public static func autoChoice() -> AutoChoice {
-        do {
-            let d = try engine().autoChoice()
-            return AutoChoice(modelId: d.modelId, cloudReason: d.cloudReason.map(CloudFallbackReason.init), downloadTarget: d.downloadTarget)
-        } catch {
-            // No store or catalog: no rung can be used; storeProblem says why.
-            note(error)
-            return .cloud(.noEligibleRungs)
-        }
+        guard let engine = try? engine() else { return .cloud(.noEligibleRungs) }
+        let (choice, problem) = engine.autoChoiceAnswer()
+        note(problem)
+        return choice
     }
 
     /// Whether installing `dashboardId` fits the store's filesystem.
@@ -225,18 +207,10 @@ public enum ExtentosLocalTier {
     /// An id the catalog does not have answers `requiredMb == 0, fits == false` (with the
     /// real `availableMb`): nothing can be installed under an unknown id.
     public static func deviceFit(for dashboardId: String) -> DeviceFit {
-        do {
-            let engine = try engine()
-            guard engine.catalog.model(id: dashboardId) != nil else {
-                let space = try? engine.probe.space(at: engine.layout.root)
-                return DeviceFit(modelId: dashboardId, requiredMb: 0, availableMb: Int(max(0, space?.availableBytes ?? 0) >> 20), fits: false)
-            }
-            let fit = try engine.deviceFit(for: dashboardId)
-            return DeviceFit(modelId: dashboardId, requiredMb: fit.requiredMb, availableMb: fit.availableMb, fits: fit.fits)
-        } catch {
-            note(error)
-            return DeviceFit(modelId: dashboardId, requiredMb: 0, availableMb: 0, fits: false)
-        }
+        guard let engine = try? engine() else { return DeviceFit(modelId: dashboardId, requiredMb: 0, availableMb: 0, fits: false) }
+        let (fit, problem) = engine.fitAnswer(for: dashboardId)
+        note(problem)
+        return DeviceFit(modelId: fit.modelId, requiredMb: fit.requiredMb, availableMb: fit.availableMb, fits: fit.fits)
     }
 
     /// Downloads, verifies and installs a model, resuming any partial data.
@@ -286,19 +260,6 @@ public enum ExtentosLocalTier {
     /// The SDK seam's view of this tier.
     struct Tier: LocalModelTier {
         func autoChoice() -> AutoChoice { ExtentosLocalTier.autoChoice() }
-    }
-}
-
-extension CloudFallbackReason {
-    /// The engine's reasons are the SDK's, case for case.
-    init(_ reason: AutoDecision.Reason) {
-        switch reason {
-        case .belowQualityFloor: self = .belowQualityFloor
-        case .insufficientMemoryNow: self = .insufficientMemoryNow
-        case .weightsNotPresent: self = .weightsNotPresent
-        case .noEligibleRungs: self = .noEligibleRungs
-        case .insufficientStorage: self = .insufficientStorage
-        }
     }
 }
 

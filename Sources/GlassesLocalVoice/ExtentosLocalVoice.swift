@@ -22,10 +22,8 @@ public enum ExtentosLocalVoice {
     /// The installed voice bundle's folder, or nil when it is not installed.
     public static var modelDirectory: URL? {
         guard let engine = try? ExtentosLocalTier.sharedEngine(),
-              let status = try? engine.status(of: KokoroVoiceModel.modelId), status.isInstalled,
-              let record = try? engine.record(of: KokoroVoiceModel.modelId) else { return nil }
-        let path = engine.layout.folder(of: record)
-        return URL(fileURLWithPath: path, isDirectory: true)
+              let folder = engine.installedFolder(of: KokoroVoiceModel.modelId) else { return nil }
+        return URL(fileURLWithPath: folder, isDirectory: true)
     }
 }
 

@@ -187,6 +187,13 @@ public final class LocalModelEngine: Sendable {
         try existingRecords()?.history(modelId: modelId, limit: limit) ?? []
     }
 
+    /// The folder of an installed model; nil when it is not installed (or the store cannot be read).
+    public func installedFolder(of id: String) -> String? {
+        guard let model = catalog.model(id: id), let found = try? record(of: id),
+              isInstalled(model, record: found) else { return nil }
+        return layout.folder(of: found)
+    }
+
     /// The record of one model, if any.
     public func record(of id: String) throws -> InstallRecord? {
         try existingRecords()?.install(id)

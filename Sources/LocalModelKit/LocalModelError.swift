@@ -3,6 +3,8 @@
 /// read this; the raw values never change once shipped.
 public enum ErrorCode: String, Sendable, CaseIterable {
     case unknownModel, invalidCatalog, catalogRollback, busy
+    /// Nothing names a store folder (no HOME, no `EXTENTOS_MODELS_DIR`, none given).
+    case noStore
     /// Storage: the check before any byte moved, or a disk that filled up mid-way
     /// (a download's bytes, or the records database).
     case insufficientStorage, diskFull
@@ -23,7 +25,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
         case .busy: return 7
         case .temporary: return 75
         case .interrupted: return 130
-        case .incompleteInstall, .httpStatus, .refused, .noSource, .notInstalled, .recordsDamaged, .readOnly, .records, .io:
+        case .noStore, .incompleteInstall, .httpStatus, .refused, .noSource, .notInstalled, .recordsDamaged, .readOnly, .records, .io:
             return 1
         }
     }
@@ -34,6 +36,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
 /// do next, and carries its `code`. Nothing is left half-installed whichever case it is.
 public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible {
     case unknownModel(String)
+    /// Nothing names a store folder.
+    case noStoreFolder
     /// The catalog file failed validation (every problem, with its JSON path).
     case invalidCatalog(CatalogError)
     /// The catalog is older than one this store has already accepted (P7).
@@ -74,6 +78,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     public var code: ErrorCode {
         switch self {
         case .unknownModel: return .unknownModel
+        case .noStoreFolder: return .noStore
         case .invalidCatalog: return .invalidCatalog
         case .catalogRollback: return .catalogRollback
         case .busy: return .busy
@@ -109,7 +114,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     public var modelId: String? {
         switch self {
         case .unknownModel(let id): return id
-        case .invalidCatalog, .catalogRollback, .records: return nil
+        case .noStoreFolder, .invalidCatalog, .catalogRollback, .records: return nil
         case .busy(let id), .noSource(let id), .notInstalled(let id): return id
         case let .insufficientStorage(id, _, _), let .diskFull(id, _, _, _), let .httpStatus(id, _, _, _),
              let .integrityMismatch(id, _, _, _), let .sizeMismatch(id, _, _, _, _), let .unsafeArchive(id, _, _),
@@ -141,6 +146,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         switch self {
         case .unknownModel(let id):
             return "unknown model '\(id)'. Run 'glasses-local list' to see the catalog's model ids."
+        case .noStoreFolder:
+            return "no store folder: set EXTENTOS_MODELS_DIR (or HOME), pass --store DIR, or call ExtentosLocalTier.configure(storeDirectory:)."
         case .invalidCatalog(let error):
             return error.description
         case let .catalogRollback(offered, recorded, store):

@@ -62,57 +62,47 @@ final class CommandContext {
         memoryProbe = WarningDeviceProbe(SystemDeviceProbe(environment: environment), console: console)
     }
 
+    /// The engine's setup from this command line: `--store`, `--catalog`, `--memory-share`
+    /// over the environment (the same setup the SDK facades use).
+    func setup() throws(CLIError) -> EngineSetup {
+        if let store = invocation.value("--store"), store.isEmpty { throw .usage("--store needs a folder", of: invocation.command) }
+        var share = 0.5
+        if let text = invocation.value("--memory-share") {
+            guard let value = Double(text), value > 0, value <= 1 else {
+                throw .usage("--memory-share must be a number in (0, 1], got '\(text.prefix(40))'", of: invocation.command)
+            }
+            share = value
+        }
+        let setup = EngineSetup(environment: environment, storeDirectory: invocation.value("--store"),
+                                catalogFile: invocation.value("--catalog"), memoryShare: share, probe: memoryProbe)
+        if let file = setup.catalogPath, file.hasPrefix("https://") || file.hasPrefix("http://") {
+            throw .usage("--catalog takes a file in this build; download the catalog first (curl -o catalog.json '\(file)') and pass the file", of: invocation.command)
+        }
+        return setup
+    }
+
     var storeRoot: String {
         get throws(CLIError) {
-            if let store = invocation.value("--store") {
-                guard !store.isEmpty else { throw .usage("--store needs a folder", of: invocation.command) }
-                return store
-            }
-            guard let root = StoreLayout.defaultRoot(environment: environment) else {
-                throw CLIError(exitCode: .failure, code: "noStore", message: "no store folder: set EXTENTOS_MODELS_DIR or pass --store DIR")
-            }
+            guard let root = try setup().storeRoot else { throw CLIError(LocalModelError.noStoreFolder) }
             return root
         }
     }
 
     /// Where the catalog came from, for messages.
-    var catalogSource: String { invocation.value("--catalog") ?? environment["EXTENTOS_CATALOG"] ?? "built-in" }
+    var catalogSource: String { (try? setup().catalogSource) ?? "built-in" }
 
     func catalog() throws(CLIError) -> Catalog {
         if let cachedCatalog { return cachedCatalog }
-        let loader = CatalogLoader()
         let catalog: Catalog
-        do {
-            if let file = invocation.value("--catalog") ?? environment["EXTENTOS_CATALOG"] {
-                if file.hasPrefix("https://") || file.hasPrefix("http://") {
-                    throw CLIError.usage("--catalog takes a file in this build; download the catalog first (curl -o catalog.json '\(file)') and pass the file", of: invocation.command)
-                }
-                catalog = try loader.load(contentsOf: file)
-            } else {
-                catalog = try loader.bundled()
-            }
-        } catch let error as CLIError {
-            throw error
-        } catch let error as CatalogError {
-            throw CLIError(exitCode: .invalidCatalog, code: "invalidCatalog", message: error.description)
-        } catch {
-            throw CLIError(exitCode: .failure, code: "failure", message: "\(error)")
-        }
+        do { catalog = try setup().catalog() } catch let error as CLIError { throw error } catch { throw CLIError.from(error) }
         cachedCatalog = catalog
         return catalog
     }
 
     func engine(openExisting: Bool = true) throws(CLIError) -> LocalModelEngine {
         if let cachedEngine { return cachedEngine }
-        var share = 0.5
-        if let text = invocation.value("--memory-share") {
-            guard let value = Double(text), value > 0, value <= 1 else {
-                throw .usage("--memory-share must be a number in (0, 1], got '\(text)'", of: invocation.command)
-            }
-            share = value
-        }
-        let engine = LocalModelEngine(layout: StoreLayout(root: try storeRoot), catalog: try catalog(),
-                                      probe: memoryProbe, memoryShare: share)
+        let engine: LocalModelEngine
+        do { engine = try setup().makeEngine(catalog: try catalog()) } catch let error as CLIError { throw error } catch { throw CLIError.from(error) }
         cachedEngine = engine
         // An existing store is opened now so that repairs of leftovers are reported;
         // a store never written is left untouched by read-only commands.

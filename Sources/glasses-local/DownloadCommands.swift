@@ -159,7 +159,7 @@ final class ProgressPrinter {
 
 enum TransferCommands {
     static func options(_ context: CommandContext) throws(CLIError) -> DownloadOptions {
-        var policy = TransferPolicy()
+        var policy = try context.setup().transferPolicy()
         let inv = context.invocation
         if let text = inv.value("--stall-timeout"), let s = Double(text) { policy.stallTimeout = s }
         if let text = inv.value("--parallel") {

@@ -268,7 +268,7 @@ struct CatalogTests {
                              "local-qwen3-8b", "kokoro-en-v0_19"]
 
     @Test func bundledCatalogValidates() throws {
-        let catalog = try CatalogLoader().bundled()
+        let catalog = CatalogLoader().bundled()
         #expect(catalog.schemaVersion == 1)
         #expect(catalog.catalogVersion >= 1)
         #expect(catalog.models.map(\.id) == Self.shippedIds)
@@ -276,7 +276,7 @@ struct CatalogTests {
 
     @Test func shippedCatalogFileLoadsAndEqualsTheBundledOne() throws {
         let loaded = try CatalogLoader().load(contentsOf: Self.shippedCatalogPath)
-        let bundled = try CatalogLoader().bundled()
+        let bundled = CatalogLoader().bundled()
         #expect(loaded.models.map(\.id) == Self.shippedIds)
         // (Compared as a Bool: on a failure, the message matters, not two 400-entry dumps.)
         let valuesMatch = loaded.models == bundled.models
@@ -288,7 +288,7 @@ struct CatalogTests {
     }
 
     @Test func shippedFilePathsAreByteOrderSorted() throws {
-        for model in try CatalogLoader().bundled().models {
+        for model in CatalogLoader().bundled().models {
             let paths = model.files.map(\.path)
             let sorted = paths.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             #expect(paths == sorted, "\(model.id): files are not in byte order")
@@ -363,7 +363,7 @@ struct CatalogTests {
 
     @Test(arguments: ladderTable)
     func ladderModelMatchesFacts(_ rung: Rung) throws {
-        let model = try #require(try CatalogLoader().bundled().model(id: rung.id))
+        let model = try #require(CatalogLoader().bundled().model(id: rung.id))
         let fact = try #require(try Self.facts().models.first { $0.id == rung.repo }, "no facts for \(rung.repo)")
         let revision = try #require(fact.revision)
 
@@ -392,14 +392,14 @@ struct CatalogTests {
     }
 
     @Test func ladderIsTheLlmsInOrderSmallestFirst() throws {
-        let ladder = try CatalogLoader().bundled().models.filter { $0.kind == .llm }
+        let ladder = CatalogLoader().bundled().models.filter { $0.kind == .llm }
         #expect(ladder.map(\.id) == Self.ladderTable.map(\.id))
         let sizes = ladder.map(\.requiredMb)
         #expect(sizes == sizes.sorted())
     }
 
     @Test func kokoroVoiceMatchesFacts() throws {
-        let model = try #require(try CatalogLoader().bundled().model(id: "kokoro-en-v0_19"))
+        let model = try #require(CatalogLoader().bundled().model(id: "kokoro-en-v0_19"))
         let kokoro = try Self.kokoroFacts()
         let release = try #require(try Self.facts().models.first { $0.id == "sherpa-onnx/kokoro-en-v0_19" })
         let releaseFile = try #require(release.files.first)

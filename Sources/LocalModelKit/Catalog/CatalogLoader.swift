@@ -552,7 +552,7 @@ extension CatalogLoader {
     /// The catalog shipped with this build (`Catalog/catalog.json`, embedded at build time).
     /// The catalog built into this binary: values generated from Catalog/catalog.json after
     /// validation (Scripts/embed-catalog), so nothing is parsed at start-up.
-    public func bundled() throws(CatalogError) -> Catalog {
+    public func bundled() -> Catalog {
         BundledCatalog.catalog
     }
 }

@@ -1,3 +1,5 @@
+import GlassesCore
+
 /// A ladder rung as the rule sees it: plain values only.
 public struct LadderRung: Sendable, Equatable {
     public var id: String
@@ -34,11 +36,6 @@ public struct AutoChoiceInputs: Sendable, Equatable {
 
 /// The rule's answer, with the reasoning for `auto --explain`.
 public struct AutoDecision: Sendable, Equatable {
-    /// Why the cloud must serve (the SDK's `CloudFallbackReason`, case for case).
-    public enum Reason: String, Sendable, CaseIterable, Equatable {
-        case belowQualityFloor, insufficientMemoryNow, weightsNotPresent, noEligibleRungs, insufficientStorage
-    }
-
     /// One step of the rule as it ran.
     public struct Step: Sendable, Equatable, CustomStringConvertible {
         /// The DESIGN's step number, 1–5.
@@ -52,10 +49,15 @@ public struct AutoDecision: Sendable, Equatable {
 
     public var modelId: String?
     public var isLocal: Bool { modelId != nil }
-    public var cloudReason: Reason?
+    /// Why the cloud must serve: the SDK's own reasons (never `localTierNotRegistered`,
+    /// which only an SDK instance can answer).
+    public var cloudReason: CloudFallbackReason?
     public var downloadTarget: String?
     /// Every step that ran, in order; step 5 (the download target) always comes last.
     public var steps: [Step]
+
+    /// The answer as the SDK hands it to an app.
+    public var choice: AutoChoice { AutoChoice(modelId: modelId, cloudReason: cloudReason, downloadTarget: downloadTarget) }
 }
 
 /// The autoChoice rule of the DESIGN, as a pure function.
@@ -66,7 +68,7 @@ public enum AutoChoiceRule {
             steps.append(AutoDecision.Step(number: number, rungId: rung?.id, text: text))
         }
         func step(_ number: Int, _ text: String) { step(number, nil, text) }
-        func answer(_ modelId: String?, _ reason: AutoDecision.Reason?, target: String?) -> AutoDecision {
+        func answer(_ modelId: String?, _ reason: CloudFallbackReason?, target: String?) -> AutoDecision {
             AutoDecision(modelId: modelId, cloudReason: modelId == nil ? reason : nil, downloadTarget: target, steps: steps)
         }
         // Smallest first; ties on requiredMb keep catalog order, so "below" is by position.
@@ -113,7 +115,7 @@ public enum AutoChoiceRule {
             step(5, target.rung, target.text)
             return answer(fallback.id, nil, target: target.rung?.id)
         }
-        let reason: AutoDecision.Reason = target.storageBlocked ? .insufficientStorage : .weightsNotPresent
+        let reason: CloudFallbackReason = target.storageBlocked ? .insufficientStorage : .weightsNotPresent
         step(4, "\(sessionRung.id) is not installed, nor any rung below it → cloud (\(reason.rawValue))")
         step(5, target.rung, target.text)
         return answer(nil, reason, target: target.rung?.id)

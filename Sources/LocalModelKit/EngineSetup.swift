@@ -1,0 +1,125 @@
+import Foundation
+import GlassesCore
+
+/// The one place a process's surroundings become a configured engine: the store folder,
+/// the catalog file, the memory overrides (through the device probe), the CA file (through
+/// the transfer policy). The facades and the command both build their engine here.
+public struct EngineSetup: Sendable {
+    /// The process environment (a value, so tests can set it).
+    public var environment: [String: String]
+    /// An explicit store folder (`--store`, `configure(storeDirectory:)`); nil for the
+    /// environment's default (`StoreLayout.defaultRoot`).
+    public var storeDirectory: String?
+    /// An explicit catalog file (`--catalog`, `configure(catalogFile:)`); nil for
+    /// `$EXTENTOS_CATALOG`, else the built-in catalog.
+    public var catalogFile: String?
+    /// Share of physical memory a model may use (the memory class budget).
+    public var memoryShare: Double
+    /// The device probe; nil for the system's, which reads the `EXTENTOS_MEMORY_*` overrides.
+    public var probe: (any DeviceProbe)?
+
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment, storeDirectory: String? = nil,
+                catalogFile: String? = nil, memoryShare: Double = 0.5, probe: (any DeviceProbe)? = nil) {
+        self.environment = environment
+        self.storeDirectory = storeDirectory
+        self.catalogFile = catalogFile
+        self.memoryShare = memoryShare
+        self.probe = probe
+    }
+
+    /// The store folder this setup opens, or nil when nothing names one (no HOME, no
+    /// `EXTENTOS_MODELS_DIR`, none given).
+    public var storeRoot: String? {
+        if let storeDirectory, !storeDirectory.isEmpty { return storeDirectory }
+        return StoreLayout.defaultRoot(environment: environment)
+    }
+
+    /// The catalog file this setup reads, nil for the built-in catalog.
+    public var catalogPath: String? {
+        if let catalogFile, !catalogFile.isEmpty { return catalogFile }
+        if let file = environment["EXTENTOS_CATALOG"], !file.isEmpty { return file }
+        return nil
+    }
+
+    /// Where the catalog comes from, for messages: its path, or "built-in".
+    public var catalogSource: String { catalogPath ?? "built-in" }
+
+    /// The catalog: the file, fully validated, or the built-in one (validated when built).
+    public func catalog() throws(LocalModelError) -> Catalog {
+        let loader = CatalogLoader()
+        guard let path = catalogPath else { return loader.bundled() }
+        do {
+            return try loader.load(contentsOf: path)
+        } catch {
+            throw .invalidCatalog(error)
+        }
+    }
+
+    /// The engine, over `catalog` when one was read already.
+    public func makeEngine(catalog: Catalog? = nil) throws(LocalModelError) -> LocalModelEngine {
+        guard let root = storeRoot else { throw .noStoreFolder }
+        let chosen: Catalog
+        if let catalog { chosen = catalog } else { chosen = try self.catalog() }
+        return LocalModelEngine(layout: StoreLayout(root: root), catalog: chosen,
+                                probe: probe ?? SystemDeviceProbe(environment: environment), memoryShare: memoryShare)
+    }
+
+    /// Transfer defaults for this environment (`$EXTENTOS_CA_FILE` and curl's conventions).
+    public func transferPolicy() -> TransferPolicy {
+        TransferPolicy(environment: environment)
+    }
+}
+
+/// What the SDK facades answer. These never throw: an app asks at start-up, and a store
+/// that cannot be read must still get an answer (the reason goes with it, for diagnostics).
+extension LocalModelEngine {
+    /// A storage fit in whole MiB, as the SDK's `DeviceFit` carries it.
+    public struct FitAnswer: Sendable, Equatable {
+        public var modelId: String
+        /// Rounded up: never promise less than is needed.
+        public var requiredMb: Int
+        /// Rounded down: never promise more than there is.
+        public var availableMb: Int
+        public var fits: Bool
+    }
+
+    /// Every catalog model with its state; when the store cannot be read, every model as
+    /// not installed, with the reason.
+    public func modelsAnswer() -> (models: [ModelStatus], problem: LocalModelError?) {
+        do {
+            return (try models(), nil)
+        } catch {
+            let none = catalog.models.map { model in
+                ModelStatus(model: model, isInstalled: false, isPartial: false,
+                            fit: StorageFit(modelId: model.id, requiredBytes: 0, availableBytes: 0, presentBytes: 0))
+            }
+            return (none, .wrap(error))
+        }
+    }
+
+    /// The autoChoice answer; when the store cannot be read, the cloud (no rung can be
+    /// used), with the reason.
+    public func autoChoiceAnswer() -> (choice: AutoChoice, problem: LocalModelError?) {
+        do {
+            return (try autoChoice().choice, nil)
+        } catch {
+            return (.cloud(.noEligibleRungs), .wrap(error))
+        }
+    }
+
+    /// Whether installing `id` fits. An id the catalog does not have answers
+    /// `requiredMb 0, fits false` with the real `availableMb` (nothing can be installed
+    /// under an unknown id); a store that cannot be read answers 0, 0, false, with the reason.
+    public func fitAnswer(for id: String) -> (fit: FitAnswer, problem: LocalModelError?) {
+        guard catalog.model(id: id) != nil else {
+            let available = (try? probe.space(at: layout.root))?.availableBytes ?? 0
+            return (FitAnswer(modelId: id, requiredMb: 0, availableMb: Int(max(0, available) >> 20), fits: false), nil)
+        }
+        do {
+            let fit = try deviceFit(for: id)
+            return (FitAnswer(modelId: id, requiredMb: fit.requiredMb, availableMb: fit.availableMb, fits: fit.fits), nil)
+        } catch {
+            return (FitAnswer(modelId: id, requiredMb: 0, availableMb: 0, fits: false), .wrap(error))
+        }
+    }
+}
