@@ -51,6 +51,17 @@ struct CommandSpec {
     var subcommandAbstracts: [String] = []
 }
 
+/// One command as a value: its name, help and options, and what it runs. Each group's
+/// file holds its commands; `allCommands` lists them in help order.
+struct Command: Sendable {
+    var spec: CommandSpec
+    var run: @Sendable (CommandContext) throws(CLIError) -> ExitCode
+}
+
+/// Every command, in the order help lists them.
+let allCommands: [Command] = QueryCommands.commands + TransferCommands.commands + [Doctor.command]
+    + CatalogCommands.commands + [Completions.command]
+
 /// Options that every command accepts, before or after the command name.
 let globalOptions: [OptionSpec] = [
     OptionSpec(name: "--store", valueName: "DIR", help: "The model store folder (default: $EXTENTOS_MODELS_DIR, else $XDG_DATA_HOME/extentos/models, else ~/.local/share/extentos/models)."),
@@ -65,6 +76,8 @@ let globalOptions: [OptionSpec] = [
 /// The parsed command line.
 struct Invocation {
     var command: CommandSpec
+    /// What the command runs.
+    var run: (CommandContext) throws(CLIError) -> ExitCode
     var positional: [String] = []
     /// Option name → value ("" for flags). Last one wins.
     var options: [String: String] = [:]
@@ -81,9 +94,10 @@ enum ParseResult {
 }
 
 struct ArgumentParser {
-    let commands: [CommandSpec]
+    let commands: [Command]
+    var specs: [CommandSpec] { commands.map(\.spec) }
 
-    func spec(named name: String) -> CommandSpec? { commands.first { $0.name == name } }
+    func command(named name: String) -> Command? { commands.first { $0.spec.name == name } }
 
     /// Parses `arguments` (without the program name).
     func parse(_ arguments: [String]) throws(CLIError) -> ParseResult {
@@ -96,7 +110,7 @@ struct ArgumentParser {
         // First pass: separate options from words. Command-specific options are checked
         // once the command is known; their values are taken here by looking them up in
         // every command's specs (an option name means the same everywhere).
-        let allOptions = globalOptions + commands.flatMap(\.options)
+        let allOptions = globalOptions + specs.flatMap(\.options)
         while index < arguments.count {
             let arg = arguments[index]
             index += 1
@@ -136,7 +150,7 @@ struct ArgumentParser {
         if words.first == "help" {
             let rest = Array(words.dropFirst())
             if rest.isEmpty { return .help(nil) }
-            if let spec = resolve(rest)?.spec { return .help(spec) }
+            if let spec = resolve(rest)?.command.spec { return .help(spec) }
             if rest.count == 1, let group = groupSpec(rest[0]) { return .help(group) }
             throw .usage("unknown command '\(rest.joined(separator: " "))'", of: nil)
         }
@@ -144,7 +158,7 @@ struct ArgumentParser {
             if wantsHelp { return .help(nil) }
             throw .usage("no command given", of: nil)
         }
-        guard let (spec, consumed) = resolve(words) else {
+        guard let (command, consumed) = resolve(words) else {
             if let group = groupSpec(words[0]) {
                 if wantsHelp && words.count == 1 { return .help(group) }
                 let subs = group.subcommands.joined(separator: ", ")
@@ -153,6 +167,7 @@ struct ArgumentParser {
             }
             throw .usage("unknown command '\(words[0])'", of: nil)
         }
+        let spec = command.spec
         if wantsHelp { return .help(spec) }
 
         // Command-specific options must belong to this command.
@@ -167,12 +182,12 @@ struct ArgumentParser {
         if positional.count > spec.positional.upperBound {
             throw .usage("unexpected argument '\(positional[spec.positional.upperBound])'", of: spec)
         }
-        return .run(Invocation(command: spec, positional: positional, options: options))
+        return .run(Invocation(command: spec, run: command.run, positional: positional, options: options))
     }
 
     /// A command group such as `catalog` (its commands are named `catalog validate`, …).
     func groupSpec(_ name: String) -> CommandSpec? {
-        let members = commands.filter { $0.name.hasPrefix(name + " ") }
+        let members = specs.filter { $0.name.hasPrefix(name + " ") }
         guard !members.isEmpty else { return nil }
         var spec = CommandSpec(name: name, abstract: "Commands for \(name) files: " + members.map { $0.name }.joined(separator: ", ") + ".",
                                usage: "glasses-local \(name) <subcommand>")
@@ -182,13 +197,13 @@ struct ArgumentParser {
     }
 
     /// The longest command name matching the leading words.
-    private func resolve(_ words: [String]) -> (spec: CommandSpec, consumed: Int)? {
-        if words.count >= 2, let spec = spec(named: words[0] + " " + words[1]) { return (spec, 2) }
-        if let spec = spec(named: words[0]) { return (spec, 1) }
+    private func resolve(_ words: [String]) -> (command: Command, consumed: Int)? {
+        if words.count >= 2, let command = command(named: words[0] + " " + words[1]) { return (command, 2) }
+        if let command = command(named: words[0]) { return (command, 1) }
         return nil
     }
 
     private func commandGuess(_ words: [String]) -> CommandSpec? {
-        words.isEmpty ? nil : resolve(words)?.spec
+        words.isEmpty ? nil : resolve(words)?.command.spec
     }
 }

@@ -3,6 +3,24 @@ import LocalModelKit
 
 /// `catalog validate` and `catalog hash`.
 enum CatalogCommands {
+    static let commands: [Command] = [
+        Command(spec: CommandSpec(name: "catalog validate", abstract: "Check a catalog file against every rule; list every problem with its JSON path.",
+                        discussion: "Exits 6 when the catalog has any problem. With a store that has seen a newer catalog, a lower catalogVersion is a problem (rollback).",
+                        arguments: [("<file>", "The catalog JSON file.")], positional: 1...1,
+                        usage: "glasses-local catalog validate <file>"), run: validate),
+        Command(spec: CommandSpec(name: "catalog hash", abstract: "Print the catalog 'files' entries (path, size, sha256) of a folder.",
+                        discussion: "For custom models and mirrors. With --id and --base-url it prints a whole catalog with one model, ready for --catalog.",
+                        arguments: [("<dir>", "The folder holding the model's files.")], positional: 1...1,
+                        options: [OptionSpec(name: "--id", valueName: "ID", help: "Model id for a whole-catalog output."),
+                                  OptionSpec(name: "--base-url", valueName: "URL", help: "Where the files are served (ends with '/')."),
+                                  OptionSpec(name: "--display-name", valueName: "NAME", help: "Display name (default: the id)."),
+                                  OptionSpec(name: "--kind", valueName: "KIND", help: "llm or voice (default llm)."),
+                                  OptionSpec(name: "--required-mb", valueName: "MB", help: "Memory the loaded model needs (default 1000)."),
+                                  OptionSpec(name: "--auto-eligible", valueName: nil, help: "Let autoChoice pick it."),
+                                  OptionSpec(name: "--catalog-version", valueName: "N", help: "catalogVersion of the output (default 1).")],
+                        usage: "glasses-local catalog hash <dir> [--id ID --base-url URL ...]"), run: hash),
+    ]
+
     static func validate(_ context: CommandContext) throws(CLIError) -> ExitCode {
         let file = context.invocation.positional[0]
         var issues: [CatalogIssue] = []

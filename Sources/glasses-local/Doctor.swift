@@ -3,6 +3,10 @@ import LocalModelKit
 
 /// `glasses-local doctor`: every check a person needs before filing a bug.
 enum Doctor {
+    static let command = Command(spec: CommandSpec(name: "doctor", abstract: "Check the store, the records database, memory readings and the catalog.",
+                    discussion: "Opening the store repairs leftovers of interrupted work; doctor lists what it repaired. Exits 1 when a check fails.",
+                    usage: "glasses-local doctor"), run: run)
+
     static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {
         let c = context.console
         var checks: [(name: String, ok: Bool, detail: String)] = []
@@ -42,7 +46,7 @@ enum Doctor {
         json.append(("memory", ["physicalMb": JSONValue(memory.physicalMb), "availableMb": JSONValue(memory.availableMb),
                                 "classBudgetMb": JSONValue(Int(Double(memory.physicalMb) * engine.memoryShare)),
                                 "source": .string(memory.source),
-                                "overrideProblems": Commands.overrideProblemsJSON(memory.overrideProblems)]))
+                                "overrideProblems": QueryCommands.overrideProblemsJSON(memory.overrideProblems)]))
         checks.append(("memory", true, "\(Format.mb(memory.physicalMb)) physical, \(Format.mb(memory.availableMb)) available now (\(memory.source))"))
         for problem in memory.overrideProblems {
             checks.append(("memory override", false, problem.description))

@@ -12,24 +12,6 @@ let downloadOptions: [OptionSpec] = [
     OptionSpec(name: "--retry-delay", valueName: "S", help: "First retry delay in seconds, doubled each time up to 60 (default 1)."),
 ]
 
-let transferCommandSpecs: [CommandSpec] = [
-    CommandSpec(name: "download", abstract: "Download, verify and install models (resumable; Ctrl-C keeps the partial data).",
-                discussion: "Every byte is checked against the catalog's SHA-256 while it streams; the model is installed with one rename and one records transaction. An interrupted download resumes at the byte where it stopped. Exits 3 when it cannot fit, 4 on an integrity failure, 7 when another process is installing the model, 75 when the network or server failed for longer than the retry budget (retry later), 130 when interrupted.",
-                arguments: [("<id>...", "One or more model ids.")], positional: 1...64, options: downloadOptions,
-                usage: "glasses-local download <id>... [--parallel N] [--retries N] [--retry-delay S]"),
-    CommandSpec(name: "delete", abstract: "Delete installed models and their partial data; print the space freed.",
-                discussion: "Refuses (exit 7) while another process downloads the model.",
-                arguments: [("<id>...", "One or more model ids.")], positional: 1...64,
-                usage: "glasses-local delete <id>..."),
-    CommandSpec(name: "verify", abstract: "Re-hash installed models against the catalog (else the install-time hash).",
-                discussion: "Exits 4 when a file does not match. With --repair, only the bad files are fetched again.",
-                arguments: [("[<id>...]", "Models to verify (default: every installed model).")], positional: 0...64,
-                options: [OptionSpec(name: "--repair", valueName: nil, help: "Fetch the bad files again.")] + downloadOptions,
-                usage: "glasses-local verify [<id>...] [--repair]"),
-    CommandSpec(name: "gc", abstract: "Remove orphaned partial and staging data; print the space freed.",
-                usage: "glasses-local gc"),
-]
-
 /// SIGINT/SIGTERM/SIGHUP → cancel the transfer (partial data kept), then exit 130.
 /// SIGHUP is a closed terminal or a dropped ssh session, whose default action would end
 /// the process at once instead of stopping the transfer cleanly — unless the process was
@@ -158,6 +140,25 @@ final class ProgressPrinter {
 }
 
 enum TransferCommands {
+    /// The commands that change the store, as values (name, help, options, run).
+    static let commands: [Command] = [
+        Command(spec: CommandSpec(name: "download", abstract: "Download, verify and install models (resumable; Ctrl-C keeps the partial data).",
+                        discussion: "Every byte is checked against the catalog's SHA-256 while it streams; the model is installed with one rename and one records transaction. An interrupted download resumes at the byte where it stopped. Exits 3 when it cannot fit, 4 on an integrity failure, 7 when another process is installing the model, 75 when the network or server failed for longer than the retry budget (retry later), 130 when interrupted.",
+                        arguments: [("<id>...", "One or more model ids.")], positional: 1...64, options: downloadOptions,
+                        usage: "glasses-local download <id>... [--parallel N] [--retries N] [--retry-delay S]"), run: download),
+        Command(spec: CommandSpec(name: "delete", abstract: "Delete installed models and their partial data; print the space freed.",
+                        discussion: "Refuses (exit 7) while another process downloads the model.",
+                        arguments: [("<id>...", "One or more model ids.")], positional: 1...64,
+                        usage: "glasses-local delete <id>..."), run: delete),
+        Command(spec: CommandSpec(name: "verify", abstract: "Re-hash installed models against the catalog (else the install-time hash).",
+                        discussion: "Exits 4 when a file does not match. With --repair, only the bad files are fetched again.",
+                        arguments: [("[<id>...]", "Models to verify (default: every installed model).")], positional: 0...64,
+                        options: [OptionSpec(name: "--repair", valueName: nil, help: "Fetch the bad files again.")] + downloadOptions,
+                        usage: "glasses-local verify [<id>...] [--repair]"), run: verify),
+        Command(spec: CommandSpec(name: "gc", abstract: "Remove orphaned partial and staging data; print the space freed.",
+                        usage: "glasses-local gc"), run: gc),
+    ]
+
     static func options(_ context: CommandContext) throws(CLIError) -> DownloadOptions {
         var policy = try context.setup().transferPolicy()
         let inv = context.invocation

@@ -13,8 +13,9 @@ enum Help {
             OptionSpec(name: "-h, --help", valueName: nil, help: "Show help information."),
         ])
         text += "\nSUBCOMMANDS:\n"
-        let width = (commandSpecs.map(\.name.count).max() ?? 0) + 2
-        for spec in commandSpecs {
+        let specs = allCommands.map(\.spec)
+        let width = (specs.map(\.name.count).max() ?? 0) + 2
+        for spec in specs {
             text += "  " + spec.name.padding(toLength: width, withPad: " ", startingAt: 0) + spec.abstract + "\n"
         }
         text += "\n  See 'glasses-local help <subcommand>' for detailed help.\n"
@@ -76,7 +77,7 @@ let version = "0.1.0"
 
 func runMain() -> Int32 {
     let arguments = Array(CommandLine.arguments.dropFirst())
-    let parser = ArgumentParser(commands: commandSpecs)
+    let parser = ArgumentParser(commands: allCommands)
     let wantsJSON = arguments.contains("--json")
     let console = Console(json: wantsJSON, quiet: arguments.contains("--quiet"))
 
@@ -118,9 +119,9 @@ func runMain() -> Int32 {
         if let stall = invocation.value("--stall-timeout"), Double(stall).map({ $0 >= 1 && $0 <= 86_400 }) != true {
             return report(.usage("--stall-timeout must be 1…86400 seconds, got '\(stall.prefix(40))'", of: invocation.command))
         }
-        let context = CommandContext(invocation: invocation, environment: ProcessInfo.processInfo.environment)
+        let context = CommandContext(invocation: invocation, console: console, environment: ProcessInfo.processInfo.environment)
         do {
-            return try Commands.run(context).rawValue
+            return try invocation.run(context).rawValue
         } catch {
             return report(error)
         }

@@ -1,245 +1,29 @@
 import Foundation
 import LocalModelKit
-import Synchronization
 
-let commandSpecs: [CommandSpec] = baseCommandSpecs.prefix(4) + transferCommandSpecs + baseCommandSpecs.dropFirst(4)
-
-let baseCommandSpecs: [CommandSpec] = [
-    CommandSpec(name: "list", abstract: "List the catalog's models with install state and storage fit.",
-                usage: "glasses-local list [--json]"),
-    CommandSpec(name: "info", abstract: "Show one model: sizes, files, sources, state, fit.",
-                arguments: [("<id>", "A model id from 'glasses-local list'.")], positional: 1...1,
-                usage: "glasses-local info <id>"),
-    CommandSpec(name: "fit", abstract: "Tell whether installing a model fits this device's storage.",
-                discussion: "Needed space counts the bytes not yet downloaded, unpack room for archives and a safety margin; available space is the store filesystem's free space for this user minus what other downloads have reserved. Exits 3 when it does not fit.",
-                arguments: [("<id>", "A model id from 'glasses-local list'.")], positional: 1...1,
-                usage: "glasses-local fit <id>"),
-    CommandSpec(name: "auto", abstract: "Choose the ladder model to run now, or say why the cloud must serve.",
-                discussion: "EXTENTOS_MEMORY_MB and EXTENTOS_MEMORY_AVAILABLE_MB override the memory readings (\"what would a 4 GB device get?\") with a whole number of MiB from 1 to 1,073,741,824 (1 PiB); any other value is ignored with a warning.",
-                options: [OptionSpec(name: "--explain", valueName: nil, help: "Print each step of the rule."),
-                          OptionSpec(name: "--memory-share", valueName: "F", help: "Share of physical memory a model may use (default 0.5).")],
-                usage: "glasses-local auto [--explain] [--memory-share F]"),
-    CommandSpec(name: "history", abstract: "Show the install history (append-only), newest last.",
-                arguments: [("[<id>]", "Only this model's events.")], positional: 0...1,
-                options: [OptionSpec(name: "--limit", valueName: "N", help: "Show at most the newest N events (default 100).")],
-                usage: "glasses-local history [<id>] [--limit N]"),
-    CommandSpec(name: "doctor", abstract: "Check the store, the records database, memory readings and the catalog.",
-                discussion: "Opening the store repairs leftovers of interrupted work; doctor lists what it repaired. Exits 1 when a check fails.",
-                usage: "glasses-local doctor"),
-    CommandSpec(name: "catalog validate", abstract: "Check a catalog file against every rule; list every problem with its JSON path.",
-                discussion: "Exits 6 when the catalog has any problem. With a store that has seen a newer catalog, a lower catalogVersion is a problem (rollback).",
-                arguments: [("<file>", "The catalog JSON file.")], positional: 1...1,
-                usage: "glasses-local catalog validate <file>"),
-    CommandSpec(name: "catalog hash", abstract: "Print the catalog 'files' entries (path, size, sha256) of a folder.",
-                discussion: "For custom models and mirrors. With --id and --base-url it prints a whole catalog with one model, ready for --catalog.",
-                arguments: [("<dir>", "The folder holding the model's files.")], positional: 1...1,
-                options: [OptionSpec(name: "--id", valueName: "ID", help: "Model id for a whole-catalog output."),
-                          OptionSpec(name: "--base-url", valueName: "URL", help: "Where the files are served (ends with '/')."),
-                          OptionSpec(name: "--display-name", valueName: "NAME", help: "Display name (default: the id)."),
-                          OptionSpec(name: "--kind", valueName: "KIND", help: "llm or voice (default llm)."),
-                          OptionSpec(name: "--required-mb", valueName: "MB", help: "Memory the loaded model needs (default 1000)."),
-                          OptionSpec(name: "--auto-eligible", valueName: nil, help: "Let autoChoice pick it."),
-                          OptionSpec(name: "--catalog-version", valueName: "N", help: "catalogVersion of the output (default 1).")],
-                usage: "glasses-local catalog hash <dir> [--id ID --base-url URL ...]"),
-]
-
-/// Everything a command needs, built lazily from the parsed line.
-final class CommandContext {
-    let invocation: Invocation
-    let console: Console
-    let environment: [String: String]
-    private var cachedCatalog: Catalog?
-    private var cachedEngine: LocalModelEngine?
-    /// What opening the store repaired, for doctor.
-    var repairs: [RepairAction] = []
-    /// The device probe of this command: says once on stderr when a memory override is ignored.
-    let memoryProbe: WarningDeviceProbe
-
-    init(invocation: Invocation, environment: [String: String]) {
-        self.invocation = invocation
-        self.environment = environment
-        console = Console(json: invocation.flag("--json"), quiet: invocation.flag("--quiet"))
-        memoryProbe = WarningDeviceProbe(SystemDeviceProbe(environment: environment), console: console)
-    }
-
-    /// The engine's setup from this command line: `--store`, `--catalog`, `--memory-share`
-    /// over the environment (the same setup the SDK facades use).
-    func setup() throws(CLIError) -> EngineSetup {
-        if let store = invocation.value("--store"), store.isEmpty { throw .usage("--store needs a folder", of: invocation.command) }
-        var share = 0.5
-        if let text = invocation.value("--memory-share") {
-            guard let value = Double(text), value > 0, value <= 1 else {
-                throw .usage("--memory-share must be a number in (0, 1], got '\(text.prefix(40))'", of: invocation.command)
-            }
-            share = value
-        }
-        let setup = EngineSetup(environment: environment, storeDirectory: invocation.value("--store"),
-                                catalogFile: invocation.value("--catalog"), memoryShare: share, probe: memoryProbe)
-        if let file = setup.catalogPath, file.hasPrefix("https://") || file.hasPrefix("http://") {
-            throw .usage("--catalog takes a file in this build; download the catalog first (curl -o catalog.json '\(file)') and pass the file", of: invocation.command)
-        }
-        return setup
-    }
-
-    var storeRoot: String {
-        get throws(CLIError) {
-            guard let root = try setup().storeRoot else { throw CLIError(LocalModelError.noStoreFolder) }
-            return root
-        }
-    }
-
-    /// Where the catalog came from, for messages.
-    var catalogSource: String { (try? setup().catalogSource) ?? "built-in" }
-
-    func catalog() throws(CLIError) -> Catalog {
-        if let cachedCatalog { return cachedCatalog }
-        let catalog: Catalog
-        do { catalog = try setup().catalog() } catch let error as CLIError { throw error } catch { throw CLIError.from(error) }
-        cachedCatalog = catalog
-        return catalog
-    }
-
-    func engine(openExisting: Bool = true) throws(CLIError) -> LocalModelEngine {
-        if let cachedEngine { return cachedEngine }
-        let engine: LocalModelEngine
-        do { engine = try setup().makeEngine(catalog: try catalog()) } catch let error as CLIError { throw error } catch { throw CLIError.from(error) }
-        cachedEngine = engine
-        // An existing store is opened now so that repairs of leftovers are reported;
-        // a store never written is left untouched by read-only commands.
-        if openExisting && FileIO.exists(engine.layout.recordsPath) { _ = try openStore() }
-        return engine
-    }
-
-    /// Opens the store (creating it, repairing leftovers) and reports repairs on stderr.
-    func openStore() throws(CLIError) -> Records {
-        do {
-            return try openRecords(try engine())
-        } catch {
-            throw CLIError.from(error)
-        }
-    }
-
-    /// What opening the store found, for the commands that still answer when the records
-    /// database is damaged (`list` from the catalog, `doctor` with the way out).
-    enum StoreState {
-        case opened(Records)
-        /// No records database yet (and none was created).
-        case notCreated
-        /// `records.sqlite3` is damaged or not a database; it was left as it is.
-        case damaged(RecordsError)
-    }
-
-    /// Like ``openStore()``, but a damaged records database is an answer, not an error.
-    /// - Parameter create: create the store when it does not exist (doctor), or leave a
-    ///   store that was never written untouched (list).
-    func openStoreAllowingDamage(create: Bool) throws(CLIError) -> StoreState {
-        let engine = try engine(openExisting: false)
-        if !create && !FileIO.exists(engine.layout.recordsPath) { return .notCreated }
-        do {
-            return .opened(try openRecords(engine))
-        } catch {
-            if case .records(let records) = LocalModelError.wrap(error), case .corrupt = records { return .damaged(records) }
-            throw CLIError.from(error)
-        }
-    }
-
-    private func openRecords(_ engine: LocalModelEngine) throws -> Records {
-        let (records, repairs) = try engine.open()
-        self.repairs = repairs
-        if !console.quiet {
-            for repair in repairs { console.err("repaired: \(repair)") }
-        }
-        return records
-    }
-
-    /// Runs an engine call, mapping its errors to exit codes.
-    func attempt<T>(_ body: () throws -> T) throws(CLIError) -> T {
-        do {
-            return try body()
-        } catch {
-            throw CLIError.from(error)
-        }
-    }
-}
-
-/// The system probe, plus one warning line on stderr per ignored memory override — once
-/// per process, however often the memory is read (the library itself stays quiet and only
-/// reports them in `MemoryReading.overrideProblems`).
-final class WarningDeviceProbe: DeviceProbe {
-    private let base: SystemDeviceProbe
-    private let console: Console
-    /// Set once the warnings were printed (or another report, like doctor's, took their place).
-    private let warned = Mutex(false)
-
-    init(_ base: SystemDeviceProbe, console: Console) {
-        self.base = base
-        self.console = console
-    }
-
-    func memory() -> MemoryReading {
-        let reading = base.memory()
-        let first = warned.withLock { done in
-            defer { done = true }
-            return !done
-        }
-        if first && !console.quiet {
-            for problem in reading.overrideProblems { console.err("warning: \(problem)") }
-        }
-        return reading
-    }
-
-    func space(at path: String) throws(SystemError) -> FilesystemSpace {
-        try base.space(at: path)
-    }
-
-    /// For a command that reports the problems in its own output (doctor): no stderr line.
-    func reportedElsewhere() {
-        warned.withLock { $0 = true }
-    }
-}
-
-extension CLIError {
-    /// An engine error as the command reports it: its stable code, its exit status, its text.
-    init(_ error: LocalModelError) {
-        self.init(exitCode: ExitCode(rawValue: error.exitStatus) ?? .failure, code: error.code.rawValue, message: error.description)
-    }
-
-    /// Any error met by a command, through the engine's one error type.
-    static func from(_ error: any Error) -> CLIError {
-        if let e = error as? CLIError { return e }
-        return CLIError(LocalModelError.wrap(error))
-    }
-
-    /// The `code`, `message` and `exitCode` every `--json` error carries.
-    var fields: [(String, JSONValue)] {
-        [("code", .string(code)), ("message", .string(message)), ("exitCode", JSONValue(Int(exitCode.rawValue)))]
-    }
-
-    /// The `{"code", "message", "exitCode"}` object.
-    var json: JSONValue { .object(fields) }
-}
-
-// MARK: - Commands
-
-enum Commands {
-    static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {
-        switch context.invocation.command.name {
-        case "list": return try list(context)
-        case "info": return try info(context)
-        case "fit": return try fit(context)
-        case "auto": return try auto(context)
-        case "history": return try history(context)
-        case "doctor": return try Doctor.run(context)
-        case "catalog validate": return try CatalogCommands.validate(context)
-        case "catalog hash": return try CatalogCommands.hash(context)
-        case "download": return try TransferCommands.download(context)
-        case "delete": return try TransferCommands.delete(context)
-        case "verify": return try TransferCommands.verify(context)
-        case "gc": return try TransferCommands.gc(context)
-        default:
-            throw CLIError(exitCode: .failure, code: "failure", message: "command '\(context.invocation.command.name)' has no implementation")
-        }
-    }
+/// `list`, `info`, `fit`, `auto`, `history`: what the store and the device say.
+enum QueryCommands {
+    /// The commands that read the store and answer, as values (name, help, options, run).
+    static let commands: [Command] = [
+        Command(spec: CommandSpec(name: "list", abstract: "List the catalog's models with install state and storage fit.",
+                        usage: "glasses-local list [--json]"), run: list),
+        Command(spec: CommandSpec(name: "info", abstract: "Show one model: sizes, files, sources, state, fit.",
+                        arguments: [("<id>", "A model id from 'glasses-local list'.")], positional: 1...1,
+                        usage: "glasses-local info <id>"), run: info),
+        Command(spec: CommandSpec(name: "fit", abstract: "Tell whether installing a model fits this device's storage.",
+                        discussion: "Needed space counts the bytes not yet downloaded, unpack room for archives and a safety margin; available space is the store filesystem's free space for this user minus what other downloads have reserved. Exits 3 when it does not fit.",
+                        arguments: [("<id>", "A model id from 'glasses-local list'.")], positional: 1...1,
+                        usage: "glasses-local fit <id>"), run: fit),
+        Command(spec: CommandSpec(name: "auto", abstract: "Choose the ladder model to run now, or say why the cloud must serve.",
+                        discussion: "EXTENTOS_MEMORY_MB and EXTENTOS_MEMORY_AVAILABLE_MB override the memory readings (\"what would a 4 GB device get?\") with a whole number of MiB from 1 to 1,073,741,824 (1 PiB); any other value is ignored with a warning.",
+                        options: [OptionSpec(name: "--explain", valueName: nil, help: "Print each step of the rule."),
+                                  OptionSpec(name: "--memory-share", valueName: "F", help: "Share of physical memory a model may use (default 0.5).")],
+                        usage: "glasses-local auto [--explain] [--memory-share F]"), run: auto),
+        Command(spec: CommandSpec(name: "history", abstract: "Show the install history (append-only), newest last.",
+                        arguments: [("[<id>]", "Only this model's events.")], positional: 0...1,
+                        options: [OptionSpec(name: "--limit", valueName: "N", help: "Show at most the newest N events (default 100).")],
+                        usage: "glasses-local history [<id>] [--limit N]"), run: history),
+    ]
 
     static func fitJSON(_ fit: StorageFit) -> JSONValue {
         ["modelId": .string(fit.modelId), "requiredMb": JSONValue(fit.requiredMb), "availableMb": JSONValue(fit.availableMb),

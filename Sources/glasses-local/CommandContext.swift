@@ -1,0 +1,180 @@
+import Foundation
+import LocalModelKit
+import Synchronization
+
+/// Everything a command needs, built lazily from the parsed line.
+final class CommandContext {
+    let invocation: Invocation
+    let console: Console
+    let environment: [String: String]
+    private var cachedCatalog: Catalog?
+    private var cachedEngine: LocalModelEngine?
+    /// What opening the store repaired, for doctor.
+    var repairs: [RepairAction] = []
+    /// The device probe of this command: says once on stderr when a memory override is ignored.
+    let memoryProbe: WarningDeviceProbe
+
+    init(invocation: Invocation, console: Console, environment: [String: String]) {
+        self.invocation = invocation
+        self.environment = environment
+        self.console = console
+        memoryProbe = WarningDeviceProbe(SystemDeviceProbe(environment: environment), console: console)
+    }
+
+    /// The engine's setup from this command line: `--store`, `--catalog`, `--memory-share`
+    /// over the environment (the same setup the SDK facades use).
+    func setup() throws(CLIError) -> EngineSetup {
+        if let store = invocation.value("--store"), store.isEmpty { throw .usage("--store needs a folder", of: invocation.command) }
+        var share = 0.5
+        if let text = invocation.value("--memory-share") {
+            guard let value = Double(text), value > 0, value <= 1 else {
+                throw .usage("--memory-share must be a number in (0, 1], got '\(text.prefix(40))'", of: invocation.command)
+            }
+            share = value
+        }
+        let setup = EngineSetup(environment: environment, storeDirectory: invocation.value("--store"),
+                                catalogFile: invocation.value("--catalog"), memoryShare: share, probe: memoryProbe)
+        if let file = setup.catalogPath, file.hasPrefix("https://") || file.hasPrefix("http://") {
+            throw .usage("--catalog takes a file in this build; download the catalog first (curl -o catalog.json '\(file)') and pass the file", of: invocation.command)
+        }
+        return setup
+    }
+
+    var storeRoot: String {
+        get throws(CLIError) {
+            guard let root = try setup().storeRoot else { throw CLIError(LocalModelError.noStoreFolder) }
+            return root
+        }
+    }
+
+    /// Where the catalog came from, for messages.
+    var catalogSource: String { (try? setup().catalogSource) ?? "built-in" }
+
+    func catalog() throws(CLIError) -> Catalog {
+        if let cachedCatalog { return cachedCatalog }
+        let catalog: Catalog
+        do { catalog = try setup().catalog() } catch let error as CLIError { throw error } catch { throw CLIError.from(error) }
+        cachedCatalog = catalog
+        return catalog
+    }
+
+    func engine(openExisting: Bool = true) throws(CLIError) -> LocalModelEngine {
+        if let cachedEngine { return cachedEngine }
+        let engine: LocalModelEngine
+        do { engine = try setup().makeEngine(catalog: try catalog()) } catch let error as CLIError { throw error } catch { throw CLIError.from(error) }
+        cachedEngine = engine
+        // An existing store is opened now so that repairs of leftovers are reported;
+        // a store never written is left untouched by read-only commands.
+        if openExisting && FileIO.exists(engine.layout.recordsPath) { _ = try openStore() }
+        return engine
+    }
+
+    /// Opens the store (creating it, repairing leftovers) and reports repairs on stderr.
+    func openStore() throws(CLIError) -> Records {
+        do {
+            return try openRecords(try engine())
+        } catch {
+            throw CLIError.from(error)
+        }
+    }
+
+    /// What opening the store found, for the commands that still answer when the records
+    /// database is damaged (`list` from the catalog, `doctor` with the way out).
+    enum StoreState {
+        case opened(Records)
+        /// No records database yet (and none was created).
+        case notCreated
+        /// `records.sqlite3` is damaged or not a database; it was left as it is.
+        case damaged(RecordsError)
+    }
+
+    /// Like ``openStore()``, but a damaged records database is an answer, not an error.
+    /// - Parameter create: create the store when it does not exist (doctor), or leave a
+    ///   store that was never written untouched (list).
+    func openStoreAllowingDamage(create: Bool) throws(CLIError) -> StoreState {
+        let engine = try engine(openExisting: false)
+        if !create && !FileIO.exists(engine.layout.recordsPath) { return .notCreated }
+        do {
+            return .opened(try openRecords(engine))
+        } catch {
+            if case .records(let records) = LocalModelError.wrap(error), case .corrupt = records { return .damaged(records) }
+            throw CLIError.from(error)
+        }
+    }
+
+    private func openRecords(_ engine: LocalModelEngine) throws -> Records {
+        let (records, repairs) = try engine.open()
+        self.repairs = repairs
+        if !console.quiet {
+            for repair in repairs { console.err("repaired: \(repair)") }
+        }
+        return records
+    }
+
+    /// Runs an engine call, mapping its errors to exit codes.
+    func attempt<T>(_ body: () throws -> T) throws(CLIError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw CLIError.from(error)
+        }
+    }
+}
+
+/// The system probe, plus one warning line on stderr per ignored memory override — once
+/// per process, however often the memory is read (the library itself stays quiet and only
+/// reports them in `MemoryReading.overrideProblems`).
+final class WarningDeviceProbe: DeviceProbe {
+    private let base: SystemDeviceProbe
+    private let console: Console
+    /// Set once the warnings were printed (or another report, like doctor's, took their place).
+    private let warned = Mutex(false)
+
+    init(_ base: SystemDeviceProbe, console: Console) {
+        self.base = base
+        self.console = console
+    }
+
+    func memory() -> MemoryReading {
+        let reading = base.memory()
+        let first = warned.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        if first && !console.quiet {
+            for problem in reading.overrideProblems { console.err("warning: \(problem)") }
+        }
+        return reading
+    }
+
+    func space(at path: String) throws(SystemError) -> FilesystemSpace {
+        try base.space(at: path)
+    }
+
+    /// For a command that reports the problems in its own output (doctor): no stderr line.
+    func reportedElsewhere() {
+        warned.withLock { $0 = true }
+    }
+}
+
+extension CLIError {
+    /// An engine error as the command reports it: its stable code, its exit status, its text.
+    init(_ error: LocalModelError) {
+        self.init(exitCode: ExitCode(rawValue: error.exitStatus) ?? .failure, code: error.code.rawValue, message: error.description)
+    }
+
+    /// Any error met by a command, through the engine's one error type.
+    static func from(_ error: any Error) -> CLIError {
+        if let e = error as? CLIError { return e }
+        return CLIError(LocalModelError.wrap(error))
+    }
+
+    /// The `code`, `message` and `exitCode` every `--json` error carries.
+    var fields: [(String, JSONValue)] {
+        [("code", .string(code)), ("message", .string(message)), ("exitCode", JSONValue(Int(exitCode.rawValue)))]
+    }
+
+    /// The `{"code", "message", "exitCode"}` object.
+    var json: JSONValue { .object(fields) }
+}
+
