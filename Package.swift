@@ -17,11 +17,13 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // Linux calls Glibc's module leaves out (syncfs, sync_file_range), compiled in C.
+        .target(name: "CSystem", cSettings: [.define("_GNU_SOURCE")]),
 
         // The engine: instance-based, no global state.
         .target(
             name: "LocalModelKit",
-            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto", "GlassesCore"]
+            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto", "CSystem", "GlassesCore"]
         ),
         // The SDK seam: Extentos.create(config:) and the local-tier registry.
         .target(name: "GlassesCore"),

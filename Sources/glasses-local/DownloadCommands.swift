@@ -23,15 +23,11 @@ final class InterruptHandler: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
 
     /// Read once, before any handler of ours changes the disposition.
-    private static let hangupIgnoredAtStart: Bool = {
-        var current = sigaction()
-        guard sigaction(SIGHUP, nil, &current) == 0, let handler = current.__sigaction_handler.sa_handler else { return false }
-        return unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
-    }()
+    private static let hangupIgnoredAtStart = FileIO.isIgnored(signal: SIGHUP)
 
     init() {
         for sig in [SIGINT, SIGTERM] + (Self.hangupIgnoredAtStart ? [] : [SIGHUP]) {
-            signal(sig, SIG_IGN)
+            FileIO.ignore(signal: sig)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler { [flag] in flag.cancel() }
             source.resume()
@@ -60,7 +56,7 @@ final class ProgressPrinter {
         self.modelId = modelId
         if console.json { style = .json }
         else if console.quiet || noProgress { style = .none }
-        else if isatty(2) == 1 { style = .bar }
+        else if FileIO.isTerminal(2) { style = .bar }
         else { style = .lines }
     }
 

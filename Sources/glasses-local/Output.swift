@@ -11,7 +11,7 @@ struct Console {
     var quiet: Bool
 
     func out(_ text: String) {
-        Self.write(text + "\n", to: STDOUT_FILENO)
+        Self.write(text + "\n", to: 1)
     }
 
     /// Human text on stdout, unless `--quiet` or `--json`.
@@ -20,12 +20,12 @@ struct Console {
     }
 
     func err(_ text: String) {
-        Self.write(text + "\n", to: STDERR_FILENO)
+        Self.write(text + "\n", to: 2)
     }
 
     /// Stderr without a newline (the progress bar redraws its line).
     func errRaw(_ text: String) {
-        Self.write(text, to: STDERR_FILENO)
+        Self.write(text, to: 2)
     }
 
     /// A failed write to the terminal is dropped on purpose: after a hang-up (a closed
@@ -40,7 +40,7 @@ struct Console {
         out(value.serialized(pretty: false))
     }
 
-    static var stdoutIsTerminal: Bool { isatty(1) == 1 }
+    static var stdoutIsTerminal: Bool { FileIO.isTerminal(1) }
 }
 
 enum Format {

@@ -75,16 +75,14 @@ public final class SHA256Hasher {
     /// - Parameter limit: stop after this many bytes (used to hash a partial's prefix).
     public static func hashFile(atPath path: String, limit: Int64 = .max) throws -> (sha256: String, size: Int64) {
         let hasher = try SHA256Hasher()
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
-        defer { close(fd) }
+        let file = try FileDescriptor.open(path, flags: O_RDONLY)
         let bufferSize = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
         defer { buffer.deallocate() }
         var remaining = limit
         while remaining > 0 {
-            let n = FileIO.retrying { read(fd, buffer.baseAddress, Int(min(Int64(bufferSize), remaining))) }
-            if n < 0 { throw SystemError(errno: errno, "read \(path)") }
+            let want = Int(min(Int64(bufferSize), remaining))
+            let n = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]))
             if n == 0 { break }
             hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             remaining -= Int64(n)

@@ -320,7 +320,7 @@ public final class Records: Sendable {
                 return try body()
             } catch where error.isBusy {
                 if Date().timeIntervalSince(start) > limit { throw RecordsError.busyTooLong(path: path, seconds: Int(limit)) }
-                usleep(pause)
+                FileIO.pause(microseconds: pause)
                 pause = min(pause * 2, 200_000)
             } catch {
                 throw classify(error, path: path)

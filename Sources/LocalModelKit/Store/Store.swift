@@ -31,10 +31,7 @@ public struct StoreLayout: Sendable, Equatable {
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return xdg + "/extentos/models" }
         if let home = environment["HOME"], !home.isEmpty { return home + "/.local/share/extentos/models" }
         // No HOME (a bare systemd unit): fall back to the password database.
-        if let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir {
-            return String(cString: dir) + "/.local/share/extentos/models"
-        }
-        return nil
+        return FileIO.homeDirectoryFromPasswordDatabase().map { $0 + "/.local/share/extentos/models" }
     }
 
     public var recordsPath: String { root + "/records.sqlite3" }
@@ -158,15 +155,8 @@ public struct FilesystemSpace: Sendable, Equatable {
                 probe = "/"
             }
         }
-        var vfs = statvfs()
-        guard statvfs(probe, &vfs) == 0 else { throw SystemError(errno: errno, "read free space of \(probe)") }
-        // A filesystem (FUSE, a network mount) may report anything: saturate, never trap (P12).
-        let unit = Int64(clamping: vfs.f_frsize != 0 ? vfs.f_frsize : vfs.f_bsize)
-        func bytes(_ blocks: some BinaryInteger) -> Int64 {
-            let (product, overflow) = Int64(clamping: blocks).multipliedReportingOverflow(by: unit)
-            return overflow ? .max : product
-        }
-        return FilesystemSpace(availableBytes: bytes(vfs.f_bavail), totalBytes: bytes(vfs.f_blocks))
+        let space = try FileIO.space(of: probe)
+        return FilesystemSpace(availableBytes: space.available, totalBytes: space.total)
     }
 }
 
@@ -176,7 +166,7 @@ public struct FilesystemSpace: Sendable, Equatable {
 /// `kill -9` never leaves a stale lock behind — unlike pid files.
 public final class FileLock {
     public let path: String
-    private var fd: Int32 = -1
+    private var file: FileDescriptor?
 
     public init(path: String) {
         self.path = path
@@ -187,61 +177,49 @@ public final class FileLock {
     /// Takes the lock without waiting. Returns false when another process (or another
     /// `FileLock` in this one) holds it.
     public func tryLock(exclusive: Bool = true) throws(SystemError) -> Bool {
-        if fd >= 0 { return true }
-        let descriptor = try openLockFile(readOnly: !exclusive)
-        if FileIO.retrying({ flock(descriptor, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) }) == 0 {
-            fd = descriptor
-            return true
-        }
-        let e = errno
-        close(descriptor)
-        if e == EWOULDBLOCK { return false }
-        throw SystemError(errno: e, "lock \(path)")
+        if file != nil { return true }
+        let candidate = try openLockFile(readOnly: !exclusive)
+        guard try candidate.lock(exclusive: exclusive, wait: false) else { return false }
+        file = candidate
+        return true
     }
 
     /// Waits for the lock.
     public func lock(exclusive: Bool = true) throws(SystemError) {
-        if fd >= 0 { return }
-        let descriptor = try openLockFile(readOnly: !exclusive)
-        guard FileIO.retrying({ flock(descriptor, exclusive ? LOCK_EX : LOCK_SH) }) == 0 else {
-            let e = errno
-            close(descriptor)
-            throw SystemError(errno: e, "lock \(path)")
-        }
-        fd = descriptor
+        if file != nil { return }
+        let candidate = try openLockFile(readOnly: !exclusive)
+        _ = try candidate.lock(exclusive: exclusive, wait: true)
+        file = candidate
     }
 
     /// Opens (creating) the lock file without following a link; a link planted in its
     /// place is removed first (P11). With `readOnly`, an existing lock file this user may
     /// read but not write is opened read-only (`flock` needs no write access).
-    private func openLockFile(readOnly: Bool = false) throws(SystemError) -> Int32 {
+    private func openLockFile(readOnly: Bool = false) throws(SystemError) -> FileDescriptor {
         var removedLink = false
         while true {
-            let descriptor = FileIO.retrying { open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644) }
-            if descriptor >= 0 { return descriptor }
-            let e = errno
-            if e == ELOOP, !removedLink, let st = try FileIO.status(path), (st.st_mode & S_IFMT) == S_IFLNK,
-               unlink(path) == 0 {
-                removedLink = true
-                continue
+            do {
+                return try FileDescriptor.open(path, flags: O_RDWR | O_CREAT)
+            } catch {
+                if error.errno == ELOOP, !removedLink, let st = try FileIO.status(path), (st.st_mode & S_IFMT) == S_IFLNK {
+                    try FileIO.removeTree(path)
+                    removedLink = true
+                    continue
+                }
+                let denied = [EACCES, EROFS, EPERM].contains(error.errno)
+                if readOnly && denied, let reader = try? FileDescriptor.open(path, flags: O_RDONLY) { return reader }
+                var failure = SystemError(errno: error.errno, "open lock file \(path)")
+                if denied {
+                    failure.message += " — this store is read-only for this user; changing it needs its owner, or use a store of your own (--store DIR or EXTENTOS_MODELS_DIR)"
+                }
+                throw failure
             }
-            if readOnly, e == EACCES || e == EROFS || e == EPERM {
-                let reader = FileIO.retrying { open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
-                if reader >= 0 { return reader }
-            }
-            var error = SystemError(errno: e, "open lock file \(path)")
-            if e == EACCES || e == EROFS || e == EPERM {
-                error.message += " — this store is read-only for this user; changing it needs its owner, or use a store of your own (--store DIR or EXTENTOS_MODELS_DIR)"
-            }
-            throw error
         }
     }
 
     public func unlock() {
-        if fd >= 0 {
-            close(fd)
-            fd = -1
-        }
+        file?.close()
+        file = nil
     }
 }
 

@@ -21,11 +21,11 @@ public enum TestHooks {
     public static func point(_ name: String) {
         if let holdAt, holdAt == name {
             try? FileIO.writeAll(Array("HOLD \(name)\n".utf8), to: 2)
-            while true { sleep(60) }
+            FileIO.sleepForever()
         }
         if let pauseAt, pauseAt == name {
             try? FileIO.writeAll(Array("PAUSE \(name)\n".utf8), to: 2)
-            raise(SIGSTOP)
+            FileIO.stopSelf()
         }
     }
 }

@@ -64,7 +64,7 @@ final class DownloadRun {
         let resumed = fit.presentBytes > 0
         do {
             try records.write { ctx in
-                try ctx.reserve(id, bytes: fit.requiredBytes, pid: getpid())
+                try ctx.reserve(id, bytes: fit.requiredBytes, pid: FileIO.processID)
                 if try ctx.read.install(id)?.state != .installed {
                     try ctx.upsert(InstallRecord(modelId: id, kind: model.kind, state: .partial, catalogVersion: engine.catalog.catalogVersion,
                                                  path: nil, totalBytes: model.installedBytes, createdAt: ctx.now, updatedAt: ctx.now))
@@ -260,7 +260,7 @@ final class DownloadRun {
         let stillNeeded = reservationDue ? engine.storageStillNeeded(model, present: tick.presentBytes).required : nil
         if reservationDue { lastPersisted = now }
         try? records.write { ctx in
-            if let stillNeeded { try ctx.reserve(id, bytes: stillNeeded, pid: getpid()) }
+            if let stillNeeded { try ctx.reserve(id, bytes: stillNeeded, pid: FileIO.processID) }
             for file in batch { try ctx.upsertPartialFile(id, file) }
         }
     }

@@ -15,7 +15,8 @@ final class FileJob: CurlEasyDelegate {
     var notBefore: Double = 0
     var easy: CurlEasy?
 
-    private var fd: Int32 = -1
+    /// The partial file, open from `prepare` until the outcome.
+    private var file: FileDescriptor?
     private var hasher: SHA256Hasher?
     private var attempts = 0
     private var attemptsWithoutProgress = 0
@@ -63,18 +64,14 @@ final class FileJob: CurlEasyDelegate {
         self.session = session
     }
 
-    deinit {
-        if fd >= 0 { close(fd) }
-    }
-
     func finish(_ result: FileOutcome) {
-        if fd >= 0 {
+        if let file {
             // Big files are flushed as they complete (overlapping the other transfers); small
             // ones by one filesystem sync before the install (see `FileIO.syncFilesystem`),
             // which costs one flush instead of hundreds.
-            if case .completed = result, request.size >= FileJob.fsyncThreshold { _ = fsync(fd) }
-            close(fd)
-            fd = -1
+            if case .completed = result, request.size >= FileJob.fsyncThreshold { try? file.sync() }
+            file.close()
+            self.file = nil
         }
         outcome = result
     }
@@ -84,15 +81,15 @@ final class FileJob: CurlEasyDelegate {
     /// Opens the partial and hashes what is there (the resume base). A partial that is
     /// already complete is verified without any request.
     func prepare() {
+        var size: Int64
         do {
-            fd = try FileIO.openFile(request.partialPath, below: request.boundary, flags: O_RDWR | O_CREAT, createParents: true)
+            let file = try FileIO.openFile(request.partialPath, below: request.boundary, flags: O_RDWR | O_CREAT, createParents: true)
+            self.file = file
+            size = try file.size()
         } catch {
             finish(.failed(error.isOutOfSpace ? .noSpace(path: request.partialPath) : .system(error)))
             return
         }
-        var st = stat()
-        fstat(fd, &st)
-        var size = Int64(st.st_size)
         if size > request.size {
             // Longer than the file can be: not a resume base (P5).
             restartFromZero("the partial file was longer than the declared size")
@@ -123,6 +120,7 @@ final class FileJob: CurlEasyDelegate {
     }
 
     private func hashExisting(into hasher: SHA256Hasher, bytes: Int64) throws {
+        guard let file else { return }
         let bufferSize = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
         defer { buffer.deallocate() }
@@ -131,8 +129,7 @@ final class FileJob: CurlEasyDelegate {
             // A multi-gigabyte resume base takes seconds to hash: stay cancellable.
             if session.cancellation.isCancelled { throw CancellationError() }
             let want = Int(min(Int64(bufferSize), bytes - offset))
-            let n = FileIO.retrying { pread(fd, buffer.baseAddress, want, off_t(offset)) }
-            if n < 0 { throw SystemError(errno: errno, "read \(request.partialPath)") }
+            let n = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
             if n == 0 { break }
             hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             offset += Int64(n)
@@ -140,9 +137,7 @@ final class FileJob: CurlEasyDelegate {
     }
 
     private func restartFromZero(_ reason: String) {
-        if fd >= 0 {
-            _ = ftruncate(fd, 0)
-        }
+        file?.truncate(to: 0)
         hasher = try? SHA256Hasher()
         onDisk = 0
         session.onEvent(.restarted(file: request.name, reason: reason))
@@ -182,7 +177,7 @@ final class FileJob: CurlEasyDelegate {
 
     /// Configures `easy` for the next attempt. Returns false when there is nothing to fetch.
     func begin(with easy: CurlEasy) -> Bool {
-        guard outcome == nil, fd >= 0 else { return false }
+        guard outcome == nil, let file else { return false }
         if hasher == nil { hasher = try? SHA256Hasher() }
         attempts += 1
         status = 0
@@ -210,7 +205,7 @@ final class FileJob: CurlEasyDelegate {
         easy.delegate = self
         easy.tag = index
         self.easy = easy
-        _ = lseek(fd, off_t(onDisk), SEEK_SET)
+        file.seek(to: onDisk)
         session.onEvent(.started(file: request.name, resumeFrom: onDisk))
         return true
     }
@@ -271,7 +266,7 @@ final class FileJob: CurlEasyDelegate {
                 // The server ignored the range, or the file changed (If-Range): start over,
                 // in place, with the bytes now arriving (P5).
                 restartFromZero(requestedOffset > 0 ? "the server answered the range request with the whole file" : "restart")
-                _ = lseek(fd, 0, SEEK_SET)
+                file?.seek(to: 0)
             }
             accepting = true
         case 206:
@@ -306,23 +301,19 @@ final class FileJob: CurlEasyDelegate {
             count = Int(request.size - onDisk)
             overflow = true
         }
-        var written = 0
-        while written < count {
-            let n = FileIO.retrying { write(fd, bytes.baseAddress! + written, count - written) }
-            if n < 0 {
-                let e = errno
-                abort = (e == ENOSPC || e == EDQUOT) ? .noSpace : .system(SystemError(errno: e, "write \(request.partialPath)"))
-                // Keep what reached the disk consistent with the hash.
-                if written > 0, let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<written])) }
-                onDisk += Int64(written)
-                return 0
-            }
-            written += n
+        guard let file else { return 0 }
+        let (written, failure) = file.write(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
+        if let failure {
+            abort = failure.isOutOfSpace ? .noSpace : .system(failure)
+            // Keep what reached the disk consistent with the hash.
+            if written > 0, let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<written])) }
+            onDisk += Int64(written)
+            return 0
         }
         if let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<count])) }
         onDisk += Int64(count)
         if onDisk - writebackFrom >= FileJob.writebackChunk {
-            FileIO.startWriteback(fd, from: writebackFrom, count: onDisk - writebackFrom)
+            file.startWriteback(from: writebackFrom, count: onDisk - writebackFrom)
             writebackFrom = onDisk
         }
         if overflow {

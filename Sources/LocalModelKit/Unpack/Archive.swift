@@ -49,8 +49,9 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
 /// known, nothing unlisted, nothing missing.
 ///
 /// Files are written by this code, not by `archive_write_disk`: each is created with
-/// `O_CREAT | O_EXCL | O_NOFOLLOW` under folders this code made, so no entry can
-/// follow a link out of the staging root, and the bytes are hashed as they are written.
+/// `O_CREAT | O_EXCL | O_NOFOLLOW` under folders opened without following links
+/// (`FileIO.openFile(_:below:)`), so no entry can follow a link out of the staging root,
+/// and the bytes are hashed as they are written.
 public enum ArchiveExtractor {
     /// - Returns: the SHA-256 of every extracted file, by catalog path.
     public static func extract(archivePath: String, format: ArchiveFormat, stripComponents: Int,
@@ -117,7 +118,7 @@ public enum ArchiveExtractor {
                 throw .sizeMismatch(path: path, expected: file.size, actual: Int64(archive_entry_size(entry)))
             }
             try makeDirectories(for: path, under: staging, created: &createdDirs)
-            hashes[path] = try writeEntry(reader, to: staging + "/" + path, file: file, buffer: buffer, isCancelled: isCancelled)
+            hashes[path] = try writeEntry(reader, to: staging + "/" + path, under: staging, file: file, buffer: buffer, isCancelled: isCancelled)
             TestHooks.point("unpack")
         }
         let missing = files.filter { hashes[$0.path] == nil }.map(\.path)
@@ -125,11 +126,14 @@ public enum ArchiveExtractor {
         return hashes
     }
 
-    private static func writeEntry(_ reader: OpaquePointer, to full: String, file: CatalogFile,
+    private static func writeEntry(_ reader: OpaquePointer, to full: String, under root: String, file: CatalogFile,
                                    buffer: UnsafeMutableRawBufferPointer, isCancelled: () -> Bool) throws(UnpackError) -> String {
-        let fd = open(full, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .system(SystemError(errno: errno, "create \(full)")) }
-        defer { close(fd) }
+        let out: FileDescriptor
+        do {
+            out = try FileIO.openFile(full, below: root, flags: O_WRONLY | O_CREAT | O_EXCL)
+        } catch {
+            throw error.isOutOfSpace ? .noSpace(path: full) : .system(error)
+        }
         let hasher: SHA256Hasher
         do { hasher = try SHA256Hasher() } catch { throw .system(SystemError(message: "SHA-256: \(error)")) }
         var total: Int64 = 0
@@ -140,21 +144,14 @@ public enum ArchiveExtractor {
             total += Int64(n)
             // A bomb (or a lying header) never writes past the catalog size.
             if total > file.size { throw .sizeMismatch(path: file.path, expected: file.size, actual: total) }
-            var written = 0
-            while written < n {
-                let w = write(fd, buffer.baseAddress! + written, n - written)
-                if w < 0 {
-                    if errno == EINTR { continue }
-                    if errno == ENOSPC || errno == EDQUOT { throw .noSpace(path: full) }
-                    throw .system(SystemError(errno: errno, "write \(full)"))
-                }
-                written += w
+            if let failure = out.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n])).error {
+                throw failure.isOutOfSpace ? .noSpace(path: full) : .system(failure)
             }
             hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             if isCancelled() { throw .cancelled }
         }
         if total != file.size { throw .sizeMismatch(path: file.path, expected: file.size, actual: total) }
-        guard fsync(fd) == 0 else { throw .system(SystemError(errno: errno, "fsync \(full)")) }
+        do { try out.sync() } catch { throw .system(error) }
         let actual: String
         do { actual = try hasher.finalize() } catch { throw .system(SystemError(message: "SHA-256: \(error)")) }
         if let expected = file.sha256, expected != actual { throw .hashMismatch(path: file.path, expected: expected, actual: actual) }
@@ -170,15 +167,12 @@ public enum ArchiveExtractor {
             prefix = prefix.isEmpty ? String(part) : prefix + "/" + part
             if created.contains(prefix) { continue }
             let full = root + "/" + prefix
-            if mkdir(full, 0o755) != 0 {
-                guard errno == EEXIST else {
-                    if errno == ENOSPC { throw .noSpace(path: full) }
-                    throw .system(SystemError(errno: errno, "create folder \(full)"))
-                }
-                var st = stat()
-                guard lstat(full, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
-                    throw .unsafePath(path: prefix, problem: "exists and is not a folder")
-                }
+            do {
+                try FileIO.createDirectory(full, below: root)
+            } catch {
+                if error.isOutOfSpace { throw .noSpace(path: full) }
+                if error.errno == ELOOP || error.errno == ENOTDIR { throw .unsafePath(path: prefix, problem: "exists and is not a folder") }
+                throw .system(error)
             }
             created.insert(prefix)
         }

@@ -1,0 +1,105 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CSystem
+
+/// An open file that closes itself: the store's partial files, extracted files, lock files
+/// and files being hashed. Every call on it is POSIX through this one type.
+public final class FileDescriptor {
+    /// What was opened, for messages.
+    public let path: String
+    private var fd: Int32
+
+    init(adopting fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    deinit { close() }
+
+    /// Opens `path` (following nothing at the last step: `O_NOFOLLOW` is always added).
+    public static func open(_ path: String, flags: Int32, mode: mode_t = 0o644) throws(SystemError) -> FileDescriptor {
+        let fd = FileIO.retrying { posixOpen(path, flags | O_NOFOLLOW | O_CLOEXEC, mode) }
+        guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
+        return FileDescriptor(adopting: fd, path: path)
+    }
+
+    public var isOpen: Bool { fd >= 0 }
+
+    public func close() {
+        if fd >= 0 {
+            _ = posixClose(fd)
+            fd = -1
+        }
+    }
+
+    /// Writes all of `bytes`. On a failure, also says how many bytes reached the file first.
+    public func write(_ bytes: UnsafeRawBufferPointer) -> (written: Int, error: SystemError?) {
+        var written = 0
+        while written < bytes.count, let base = bytes.baseAddress {
+            let n = FileIO.retrying { posixWrite(fd, base + written, bytes.count - written) }
+            if n < 0 { return (written, SystemError(errno: errno, "write \(path)")) }
+            written += n
+        }
+        return (written, nil)
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset` (0 at the end of the file).
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+        let n = FileIO.retrying { pread(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
+        guard n >= 0 else { throw SystemError(errno: errno, "read \(path)") }
+        return n
+    }
+
+    /// Reads up to `buffer.count` bytes from the current position.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
+        let n = FileIO.retrying { posixRead(fd, buffer.baseAddress, buffer.count) }
+        guard n >= 0 else { throw SystemError(errno: errno, "read \(path)") }
+        return n
+    }
+
+    public func seek(to offset: Int64) {
+        _ = lseek(fd, off_t(offset), SEEK_SET)
+    }
+
+    public func truncate(to size: Int64) {
+        _ = ftruncate(fd, off_t(size))
+    }
+
+    /// The file's size now.
+    public func size() throws(SystemError) -> Int64 {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
+        return Int64(st.st_size)
+    }
+
+    /// Waits until the file's bytes are on the disk.
+    public func sync() throws(SystemError) {
+        guard fsync(fd) == 0 else { throw SystemError(errno: errno, "fsync \(path)") }
+    }
+
+    /// Starts writing a range back to disk without waiting (Linux `sync_file_range`), so a
+    /// later `sync()` has little left to do. Elsewhere nothing.
+    public func startWriteback(from offset: Int64, count: Int64) {
+        _ = glasses_sync_file_range_write(fd, offset, count)
+    }
+
+    /// `flock`: true when taken, false when another holder has it and `wait` is false.
+    func lock(exclusive: Bool, wait: Bool) throws(SystemError) -> Bool {
+        let operation = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB)
+        if FileIO.retrying({ flock(fd, operation) }) == 0 { return true }
+        if errno == EWOULDBLOCK && !wait { return false }
+        throw SystemError(errno: errno, "lock \(path)")
+    }
+}
+
+@available(*, unavailable)
+extension FileDescriptor: Sendable {}
+
+// The C calls, out of the way of the methods of the same names.
+private func posixOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { open(path, flags, mode) }
+private func posixClose(_ fd: Int32) -> Int32 { close(fd) }
+private func posixWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int { write(fd, buffer, count) }
+private func posixRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int { read(fd, buffer, count) }
