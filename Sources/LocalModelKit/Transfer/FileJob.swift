@@ -16,25 +16,25 @@ final class FileJob: CurlEasyDelegate {
     var easy: CurlEasy?
 
     /// The partial file, open from `prepare` until the outcome.
-    private var file: FileDescriptor?
-    private var hasher: SHA256Hasher?
-    private var attempts = 0
-    private var attemptsWithoutProgress = 0
-    private var onDiskAtAttemptStart: Int64 = 0
-    private var mismatchRetries = 0
-    private var requestedOffset: Int64 = 0
+    var file: FileDescriptor?
+    var hasher: SHA256Hasher?
+    var attempts = 0
+    var attemptsWithoutProgress = 0
+    var onDiskAtAttemptStart: Int64 = 0
+    var mismatchRetries = 0
+    var requestedOffset: Int64 = 0
 
     // Per-response header state.
-    private var status = 0
-    private var contentRange: (start: Int64, end: Int64, total: Int64?)?
-    private var contentLength: Int64?
-    private var etag: String?
-    private var lastModified: String?
-    private var retryAfter: Int64?
-    private var contentEncoding: String?
+    var status = 0
+    var contentRange: (start: Int64, end: Int64, total: Int64?)?
+    var contentLength: Int64?
+    var etag: String?
+    var lastModified: String?
+    var retryAfter: Int64?
+    var contentEncoding: String?
     /// Set when a callback aborted the attempt on purpose.
-    private var abort: Abort?
-    private var accepting = false
+    var abort: Abort?
+    var accepting = false
 
     /// Files at least this big resume from a partial; smaller ones restart when their
     /// validators were not saved (their bytes are cheaper to fetch again than to trust).
@@ -46,7 +46,7 @@ final class FileJob: CurlEasyDelegate {
     /// Dirty bytes after which writeback is started early, so the final fsync of a big
     /// file waits for little.
     static let writebackChunk: Int64 = 16 << 20
-    private var writebackFrom: Int64 = 0
+    var writebackFrom: Int64 = 0
 
     enum Abort: Equatable {
         case restart(String)
@@ -119,7 +119,7 @@ final class FileJob: CurlEasyDelegate {
         if onDisk == request.size { verifyComplete(fromNetwork: false) }
     }
 
-    private func hashExisting(into hasher: SHA256Hasher, bytes: Int64) throws {
+    func hashExisting(into hasher: SHA256Hasher, bytes: Int64) throws {
         guard let file else { return }
         let bufferSize = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
@@ -136,7 +136,7 @@ final class FileJob: CurlEasyDelegate {
         }
     }
 
-    private func restartFromZero(_ reason: String) {
+    func restartFromZero(_ reason: String) {
         file?.truncate(to: 0)
         hasher = try? SHA256Hasher()
         onDisk = 0
@@ -145,7 +145,7 @@ final class FileJob: CurlEasyDelegate {
 
     /// The file has all its bytes: compare the streamed hash. A mismatch discards the
     /// bytes (P6) and allows one fresh download before failing.
-    private func verifyComplete(fromNetwork: Bool) {
+    func verifyComplete(fromNetwork: Bool) {
         guard let hasher else { return }
         session.hashWorker.drain()
         let actual: String
@@ -250,7 +250,7 @@ final class FileJob: CurlEasyDelegate {
     }
 
     /// The whole header block of one response has arrived: decide whether its body is ours.
-    private func endOfHeaders() -> Bool {
+    func endOfHeaders() -> Bool {
         if (100..<200).contains(status) || (300..<400).contains(status) { return true }
         switch status {
         case 200:
@@ -321,114 +321,6 @@ final class FileJob: CurlEasyDelegate {
             return 0
         }
         return bytes.count
-    }
-
-    // MARK: After an attempt
-
-    func complete(_ result: CurlResult) {
-        easy = nil
-        let url = request.url
-        // Progress means real bytes: a trickle of a few bytes per attempt, or an attempt that
-        // ended in a stall, must not reset the budget (P4: bounded time).
-        var stalled = false
-        if case .timedOut(let message) = result {
-            let m = message.lowercased()
-            stalled = m.contains("too slow") || m.contains("less than")
-        }
-        let gained = onDisk - onDiskAtAttemptStart
-        if !stalled && (gained >= FileJob.progressQuantum || (gained > 0 && onDisk == request.size)) {
-            attemptsWithoutProgress = 0
-        } else {
-            attemptsWithoutProgress += 1
-        }
-
-        if let abort {
-            switch abort {
-            case .restart(let reason):
-                restartFromZero(reason)
-                scheduleRetry(cause: reason)
-            case .tooLong:
-                restartFromZero("the server sent more than the declared \(request.size) bytes")
-                finish(.failed(.tooLong(declared: request.size)))
-            case .sizeMismatch(let served):
-                finish(.failed(.sizeMismatch(declared: request.size, served: served)))
-            case .noSpace:
-                finish(.failed(.noSpace(path: request.partialPath)))
-            case .system(let error):
-                finish(.failed(.system(error)))
-            case .encoding(let encoding):
-                finish(.failed(.refused("the server applied Content-Encoding '\(encoding)' although none was asked for", url: url)))
-            case .redirectRefused(let reason):
-                finish(.failed(.refused(reason, url: url)))
-            }
-            return
-        }
-
-        switch result {
-        case .ok:
-            switch status {
-            case 200, 206:
-                if onDisk == request.size {
-                    verifyComplete(fromNetwork: true)
-                } else {
-                    scheduleRetry(cause: "the connection closed after \(onDisk) of \(request.size) bytes")
-                }
-            case 416:
-                restartFromZero("the server refused the range (416)")
-                scheduleRetry(cause: "HTTP 416")
-            case 408, 425, 429, 500, 502, 503, 504:
-                scheduleRetry(cause: "HTTP \(status)", retryAfter: retryAfter)
-            default:
-                finish(.failed(.httpStatus(status, url: url)))
-            }
-        case .rangeError:
-            restartFromZero("the server did not honour the range request")
-            scheduleRetry(cause: "range not honoured")
-        case .timedOut(let message):
-            if stalled {
-                session.onEvent(.stalled(file: request.name))
-                scheduleRetry(cause: "stalled: under \(session.policy.lowSpeedLimitBytesPerSecond) B/s for \(ExternalNumber.int64(clamping: session.policy.stallTimeout) ?? 0) s")
-            } else {
-                scheduleRetry(cause: message)
-            }
-        case .transient(let message):
-            scheduleRetry(cause: message)
-        case .abortedByCallback:
-            finish(.failed(.cancelled))
-        case .writeRefused:
-            scheduleRetry(cause: "write refused")
-        case .protocolRefused(let message):
-            finish(.failed(.refused("redirect or URL refused (\(message)); only https is allowed, and never a redirect from https to http", url: url)))
-        case .tooManyRedirects:
-            finish(.failed(.refused("more than \(session.policy.maxRedirects) redirects", url: url)))
-        case .tlsFailure(let message):
-            finish(.failed(.refused("TLS verification failed: \(message)", url: url)))
-        case .other(let code, let message):
-            finish(.failed(.refused("libcurl error \(code): \(message)", url: url)))
-        }
-    }
-
-    private func scheduleRetry(cause: String, retryAfter: Int64? = nil) {
-        guard outcome == nil else { return }
-        // A server that asks for more patience than a run has is the cause to report,
-        // whether or not the retry budget is spent.
-        if let retryAfter, Double(retryAfter) > session.policy.maxRetryAfter {
-            finish(.failed(.retryAfterTooLong(seconds: retryAfter, url: request.url)))
-            return
-        }
-        if attemptsWithoutProgress > session.policy.retryBudget {
-            finish(.failed(.retriesExhausted(cause: cause, url: request.url)))
-            return
-        }
-        var delay: Double
-        if let retryAfter {
-            delay = Double(retryAfter)
-        } else {
-            delay = attemptsWithoutProgress == 0 ? 0 : session.policy.backoff(attempt: attemptsWithoutProgress, random: Double.random(in: 0...1))
-        }
-        delay = max(0, delay)
-        notBefore = monotonicSeconds() + delay
-        session.onEvent(.retry(file: request.name, attempt: attempts + 1, cause: cause, delay: delay))
     }
 }
 

@@ -1,0 +1,27 @@
+/// One problem found in a catalog, at a JSON path such as `models[3].files[0].sha256`.
+public struct CatalogIssue: Sendable, Equatable, CustomStringConvertible {
+    /// `$` is the document itself.
+    public var path: String
+    public var message: String
+    public var description: String { "\(path): \(message)" }
+
+    public init(path: String, message: String) {
+        self.path = path
+        self.message = message
+    }
+}
+
+/// A catalog that cannot be used, with every problem found.
+public struct CatalogError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The file or URL the catalog came from.
+    public var source: String
+    public var issues: [CatalogIssue]
+
+    public var description: String {
+        let count = issues.count == 1 ? "1 problem" : "\(issues.count) problems"
+        var text = "catalog \(source) is invalid (\(count)):"
+        for issue in issues { text += "\n  \(issue)" }
+        text += "\nFix the catalog (see Catalog/catalog.schema.json) or pass a valid one with --catalog."
+        return text
+    }
+}

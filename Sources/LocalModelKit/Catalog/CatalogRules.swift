@@ -1,0 +1,144 @@
+import Foundation
+
+/// The individual rules, shared by the loader and `catalog hash`.
+public enum CatalogRules {
+    public static func isSHA256(_ s: String) -> Bool {
+        var s = s
+        return s.withUTF8 { b in b.count == 64 && b.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) } }
+    }
+
+    /// Why `id` is not a safe model id (a folder name in the store), or nil.
+    public static func idProblem(_ id: String) -> String? {
+        let bytes = Array(id.utf8)
+        guard let first = bytes.first else { return "must not be empty" }
+        func lowerAlnum(_ b: UInt8) -> Bool { (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) }
+        guard lowerAlnum(first) else {
+            return "\"\(id)\" is not a safe folder name: it must start with a lowercase letter or digit"
+        }
+        guard bytes.allSatisfy({ lowerAlnum($0) || $0 == 0x2E || $0 == 0x5F || $0 == 0x2D }) else {
+            return "\"\(id)\" is not a safe folder name: use lowercase letters, digits, '.', '_' and '-' only"
+        }
+        if CatalogLoader.reservedIds.contains(id) { return "\"\(id)\" is reserved by the store layout" }
+        return nil
+    }
+
+    /// Why `path` is not a safe relative file path, or nil.
+    public static func pathProblem(_ path: String) -> String? {
+        // One pass over the UTF-8 bytes (this runs for every file of every model at start-up).
+        let bytes = path.utf8
+        if bytes.isEmpty { return "must not be empty" }
+        if bytes.first == UInt8(ascii: "/") { return "\"\(path)\" is an absolute path; paths are relative to the model folder" }
+        var dots = 0
+        var length = 0
+        var problem: String?
+        func endSegment() -> String? {
+            if length == 0 { return "\"\(path)\" contains an empty segment ('//' or a trailing '/')" }
+            if dots == length && length == 2 { return "\"\(path)\" contains '..' (it would escape the model folder)" }
+            if dots == length && length == 1 { return "\"\(path)\" contains a '.' segment" }
+            if length > 255 { return "a segment of \"\(path)\" is longer than 255 bytes" }
+            return nil
+        }
+        for byte in bytes {
+            if byte == UInt8(ascii: "\\") { return "\"\(path)\" contains a backslash; use '/' between folders" }
+            if byte == UInt8(ascii: "/") {
+                if let p = endSegment() { problem = problem ?? p }
+                dots = 0
+                length = 0
+            } else {
+                if byte == UInt8(ascii: ".") { dots += 1 }
+                length += 1
+            }
+        }
+        if let p = endSegment() { problem = problem ?? p }
+        return problem
+    }
+
+    /// ASCII lowercase, with a fast path for the common all-lowercase ASCII path.
+    static func foldedCase(_ s: String) -> String {
+        var hasUpper = false
+        for b in s.utf8 {
+            if b >= 0x80 { return s.lowercased() }
+            if b >= 0x41 && b <= 0x5A { hasUpper = true }
+        }
+        return hasUpper ? s.lowercased() : s
+    }
+
+    /// Why `url` may not be fetched, or nil: https only, plain http only to loopback.
+    public static func urlProblem(_ url: String) -> String? {
+        // Over the UTF-8 bytes: every delimiter here is ASCII, and this runs for every
+        // source of every model at start-up.
+        let b = Array(url.utf8)
+        func hasSchemePrefix(_ scheme: StaticString) -> Bool {
+            let n = scheme.utf8CodeUnitCount
+            guard b.count >= n else { return false }
+            return scheme.withUTF8Buffer { p in (0..<n).allSatisfy { i in b[i] | 0x20 == p[i] | 0x20 } }
+        }
+        let start: Int
+        let secure: Bool
+        if hasSchemePrefix("https://") {
+            start = 8; secure = true
+        } else if hasSchemePrefix("http://") {
+            start = 7; secure = false
+        } else {
+            return "\"\(url.prefix(80))\" is not an https URL"
+        }
+        // In UTF-8 a scalar <= 0x20 or 0x7F is exactly such a byte.
+        if b.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
+            return "contains spaces or control characters; percent-encode them"
+        }
+        var end = start
+        while end < b.count, b[end] != UInt8(ascii: "/"), b[end] != UInt8(ascii: "?"), b[end] != UInt8(ascii: "#") { end += 1 }
+        let authority = b[start..<end]
+        if authority.contains(UInt8(ascii: "@")) { return "must not carry credentials (user@host)" }
+        guard let host = hostOf(authority), !host.isEmpty else { return "\"\(url.prefix(80))\" has no host" }
+        if !secure && !isLoopback(host) {
+            return "\"\(url.prefix(80))\" is plain http; only https is allowed (http only to 127.0.0.1/localhost)"
+        }
+        return nil
+    }
+
+    /// The lowercased host of an authority (`host[:port]` or `[v6]:port`), or nil.
+    static func hostOf(_ authority: ArraySlice<UInt8>) -> String? {
+        func lowered(_ bytes: ArraySlice<UInt8>) -> String {
+            // Non-ASCII hosts (IDNs) are lowercased by Unicode's rules.
+            if bytes.contains(where: { $0 >= 0x80 }) { return String(decoding: bytes, as: UTF8.self).lowercased() }
+            return String(decoding: bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+        }
+        if authority.first == UInt8(ascii: "[") {
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            // After the bracket only the end or ":port" may follow ("[::1].evil" is not loopback).
+            let rest = authority[(close + 1)...]
+            guard rest.isEmpty || (rest.first == UInt8(ascii: ":") && rest.dropFirst().allSatisfy { $0 >= 0x30 && $0 <= 0x39 }) else {
+                return lowered(authority)   // not a bracketed IP literal: never loopback
+            }
+            return lowered(authority[...close])
+        }
+        return lowered(authority.prefix { $0 != UInt8(ascii: ":") })
+    }
+
+    /// Loopback hosts: `localhost`, `127.0.0.0/8`, `[::1]`.
+    public static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SSZ`, optionally with fractional seconds.
+    public static func isTimestamp(_ s: String) -> Bool {
+        let b = Array(s.utf8)
+        guard b.count >= 20, b.last == UInt8(ascii: "Z") else { return false }
+        let digitsAt = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]
+        func digit(_ i: Int) -> Bool { b[i] >= 0x30 && b[i] <= 0x39 }
+        guard digitsAt.allSatisfy(digit), b[4] == 0x2D, b[7] == 0x2D, b[10] == UInt8(ascii: "T"), b[13] == 0x3A, b[16] == 0x3A else { return false }
+        if b.count > 20 {
+            guard b[19] == UInt8(ascii: "."), b.count > 21, (20..<(b.count - 1)).allSatisfy(digit) else { return false }
+        }
+        func number(_ i: Int, _ n: Int) -> Int { (i..<(i + n)).reduce(0) { $0 * 10 + Int(b[$1] - 0x30) } }
+        let year = number(0, 4), month = number(5, 2), day = number(8, 2)
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard (1...12).contains(month), (1...days[month - 1]).contains(day) else { return false }
+        // Seconds up to 60 for a leap second.
+        return number(11, 2) <= 23 && number(14, 2) <= 59 && number(17, 2) <= 60
+    }
+}

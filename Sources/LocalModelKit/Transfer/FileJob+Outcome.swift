@@ -1,0 +1,112 @@
+import Foundation
+
+/// After an attempt: what libcurl's result and the response mean for the file — done,
+/// retried (with backoff, `Retry-After`, a budget of attempts without progress), restarted,
+/// or failed for good.
+extension FileJob {
+    func complete(_ result: CurlResult) {
+        easy = nil
+        let url = request.url
+        // Progress means real bytes: a trickle of a few bytes per attempt, or an attempt that
+        // ended in a stall, must not reset the budget (P4: bounded time).
+        var stalled = false
+        if case .timedOut(let message) = result {
+            let m = message.lowercased()
+            stalled = m.contains("too slow") || m.contains("less than")
+        }
+        let gained = onDisk - onDiskAtAttemptStart
+        if !stalled && (gained >= FileJob.progressQuantum || (gained > 0 && onDisk == request.size)) {
+            attemptsWithoutProgress = 0
+        } else {
+            attemptsWithoutProgress += 1
+        }
+
+        if let abort {
+            switch abort {
+            case .restart(let reason):
+                restartFromZero(reason)
+                scheduleRetry(cause: reason)
+            case .tooLong:
+                restartFromZero("the server sent more than the declared \(request.size) bytes")
+                finish(.failed(.tooLong(declared: request.size)))
+            case .sizeMismatch(let served):
+                finish(.failed(.sizeMismatch(declared: request.size, served: served)))
+            case .noSpace:
+                finish(.failed(.noSpace(path: request.partialPath)))
+            case .system(let error):
+                finish(.failed(.system(error)))
+            case .encoding(let encoding):
+                finish(.failed(.refused("the server applied Content-Encoding '\(encoding)' although none was asked for", url: url)))
+            case .redirectRefused(let reason):
+                finish(.failed(.refused(reason, url: url)))
+            }
+            return
+        }
+
+        switch result {
+        case .ok:
+            switch status {
+            case 200, 206:
+                if onDisk == request.size {
+                    verifyComplete(fromNetwork: true)
+                } else {
+                    scheduleRetry(cause: "the connection closed after \(onDisk) of \(request.size) bytes")
+                }
+            case 416:
+                restartFromZero("the server refused the range (416)")
+                scheduleRetry(cause: "HTTP 416")
+            case 408, 425, 429, 500, 502, 503, 504:
+                scheduleRetry(cause: "HTTP \(status)", retryAfter: retryAfter)
+            default:
+                finish(.failed(.httpStatus(status, url: url)))
+            }
+        case .rangeError:
+            restartFromZero("the server did not honour the range request")
+            scheduleRetry(cause: "range not honoured")
+        case .timedOut(let message):
+            if stalled {
+                session.onEvent(.stalled(file: request.name))
+                scheduleRetry(cause: "stalled: under \(session.policy.lowSpeedLimitBytesPerSecond) B/s for \(ExternalNumber.int64(clamping: session.policy.stallTimeout) ?? 0) s")
+            } else {
+                scheduleRetry(cause: message)
+            }
+        case .transient(let message):
+            scheduleRetry(cause: message)
+        case .abortedByCallback:
+            finish(.failed(.cancelled))
+        case .writeRefused:
+            scheduleRetry(cause: "write refused")
+        case .protocolRefused(let message):
+            finish(.failed(.refused("redirect or URL refused (\(message)); only https is allowed, and never a redirect from https to http", url: url)))
+        case .tooManyRedirects:
+            finish(.failed(.refused("more than \(session.policy.maxRedirects) redirects", url: url)))
+        case .tlsFailure(let message):
+            finish(.failed(.refused("TLS verification failed: \(message)", url: url)))
+        case .other(let code, let message):
+            finish(.failed(.refused("libcurl error \(code): \(message)", url: url)))
+        }
+    }
+
+    func scheduleRetry(cause: String, retryAfter: Int64? = nil) {
+        guard outcome == nil else { return }
+        // A server that asks for more patience than a run has is the cause to report,
+        // whether or not the retry budget is spent.
+        if let retryAfter, Double(retryAfter) > session.policy.maxRetryAfter {
+            finish(.failed(.retryAfterTooLong(seconds: retryAfter, url: request.url)))
+            return
+        }
+        if attemptsWithoutProgress > session.policy.retryBudget {
+            finish(.failed(.retriesExhausted(cause: cause, url: request.url)))
+            return
+        }
+        var delay: Double
+        if let retryAfter {
+            delay = Double(retryAfter)
+        } else {
+            delay = attemptsWithoutProgress == 0 ? 0 : session.policy.backoff(attempt: attemptsWithoutProgress, random: Double.random(in: 0...1))
+        }
+        delay = max(0, delay)
+        notBefore = monotonicSeconds() + delay
+        session.onEvent(.retry(file: request.name, attempt: attempts + 1, cause: cause, delay: delay))
+    }
+}
