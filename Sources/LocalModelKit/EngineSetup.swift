@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import GlassesCore
 
 /// The one place a process's surroundings become a configured engine: the store folder,

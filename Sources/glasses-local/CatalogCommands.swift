@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import LocalModelKit
 
 /// `catalog validate` and `catalog hash`.

@@ -192,7 +192,12 @@ enum Completions {
     // MARK: fish
 
     static func fishQuoted(_ text: String) -> String {
-        "'" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
+        var out = "'"
+        for c in text {
+            if c == "\\" || c == "'" { out += "\\" }
+            out.append(c)
+        }
+        return out + "'"
     }
 
     static func fish(_ commands: [CommandSpec]) -> String {

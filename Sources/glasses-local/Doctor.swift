@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import LocalModelKit
 
 /// `glasses-local doctor`: every check a person needs before filing a bug.

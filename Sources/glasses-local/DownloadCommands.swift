@@ -1,5 +1,5 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
 import LocalModelKit
 
 #if canImport(Glibc)
@@ -112,7 +112,7 @@ final class ProgressPrinter {
             }
         case let .retry(file, attempt, cause, delay):
             clearBar()
-            console.err("\(modelId): \(file): \(cause); retry \(attempt) in \(String(format: "%.1f", delay)) s")
+            console.err("\(modelId): \(file): \(cause); retry \(attempt) in \(Format.fixed(delay, decimals: 1)) s")
         case .stall(let file):
             clearBar()
             console.err("\(modelId): \(file): stalled, retrying")
@@ -191,7 +191,7 @@ enum TransferCommands {
                 if printer.wasAlreadyInstalled {
                     context.console.say("\(id): already installed in \(path); nothing to download")
                 } else {
-                    context.console.say("\(id): installed in \(path) (\(Format.bytes(size)), \(String(format: "%.1f", seconds)) s)")
+                    context.console.say("\(id): installed in \(path) (\(Format.bytes(size)), \(Format.fixed(seconds, decimals: 1)) s)")
                 }
             } catch {
                 printer.clearBar()

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import LocalModelKit
 
 #if canImport(Glibc)
@@ -55,7 +55,7 @@ enum Format {
             unit += 1
         }
         if unit == 0 { return "\(n) B" }
-        return String(format: value >= 100 ? "%.0f %@" : "%.1f %@", value, units[unit])
+        return (value >= 100 ? fixed(value, decimals: 0) : fixed(value, decimals: 1)) + " " + units[unit]
     }
 
     /// "12,345".
@@ -80,7 +80,7 @@ enum Format {
         }
         return rows.map { row in
             row.enumerated().map { i, cell in
-                i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                i == row.count - 1 ? cell : cell.padded(to: widths[i])
             }.joined(separator: "  ")
         }.joined(separator: "\n")
     }
@@ -89,16 +89,23 @@ enum Format {
     static func duration(_ seconds: Double) -> String {
         guard seconds.isFinite, seconds >= 0, seconds < 360_000 else { return "--:--" }
         let s = Int(seconds.rounded())
-        return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return s >= 3600 ? "\(s / 3600):\(two(s / 60 % 60)):\(two(s % 60))" : "\(s / 60):\(two(s % 60))"
     }
 
     static func date(_ seconds: Double) -> String {
         // A timestamp from a damaged records database may be anything (P12).
-        guard seconds.isFinite, seconds >= 0, seconds < 253_402_300_800 else { return "(unknown time)" }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd'T'HH:mm:ss'Z'"
-        return formatter.string(from: Date(timeIntervalSince1970: seconds))
+        guard seconds >= 0, let text = CivilTime.iso8601(seconds) else { return "(unknown time)" }
+        return text
+    }
+
+    /// `value` with `decimals` (0 or 1) digits after the point, rounded half up: "12.3".
+    static func fixed(_ value: Double, decimals: Int) -> String {
+        guard value.isFinite, abs(value) < 1e15 else { return "\(value)" }
+        let scale = decimals == 0 ? 1.0 : 10.0
+        let scaled = Int64((abs(value) * scale).rounded())
+        let sign = value < 0 && scaled != 0 ? "-" : ""
+        if decimals == 0 { return sign + "\(scaled)" }
+        return sign + "\(scaled / 10).\(scaled % 10)"
     }
 }

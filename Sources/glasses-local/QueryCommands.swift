@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import LocalModelKit
 
 /// `list`, `info`, `fit`, `auto`, `history`: what the store and the device say.

@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import LocalModelKit
 
 /// Help text in swift-argument-parser's layout.
@@ -16,7 +21,7 @@ enum Help {
         let specs = allCommands.map(\.spec)
         let width = (specs.map(\.name.count).max() ?? 0) + 2
         for spec in specs {
-            text += "  " + spec.name.padding(toLength: width, withPad: " ", startingAt: 0) + spec.abstract + "\n"
+            text += "  " + spec.name.padded(to: width) + spec.abstract + "\n"
         }
         text += "\n  See 'glasses-local help <subcommand>' for detailed help.\n"
         text += "\nEXIT CODES: 0 ok, 1 failure, 2 usage, 3 does not fit, 4 integrity failure, 5 unknown model,\n"
@@ -30,13 +35,13 @@ enum Help {
         text += "\nUSAGE: \(spec.usage)\n"
         if !spec.arguments.isEmpty {
             text += "\nARGUMENTS:\n"
-            for arg in spec.arguments { text += "  " + arg.name.padding(toLength: 24, withPad: " ", startingAt: 0) + arg.help + "\n" }
+            for arg in spec.arguments { text += "  " + arg.name.padded(to: 24) + arg.help + "\n" }
         }
         text += "\nOPTIONS:\n" + optionLines(spec.options + globalOptions + [OptionSpec(name: "-h, --help", valueName: nil, help: "Show help information.")])
         if !spec.subcommands.isEmpty {
             text += "\nSUBCOMMANDS:\n"
             for (name, abstract) in zip(spec.subcommands, spec.subcommandAbstracts) {
-                text += "  " + name.padding(toLength: 18, withPad: " ", startingAt: 0) + abstract + "\n"
+                text += "  " + name.padded(to: 18) + abstract + "\n"
             }
             text += "\n  See 'glasses-local help \(spec.name) <subcommand>' for detailed help.\n"
         }
@@ -51,7 +56,7 @@ enum Help {
                 text += "  \(label)\n" + wrap(option.help, indent: 26) + "\n"
             } else {
                 let lines = wrap(option.help, indent: 26)
-                text += "  " + label.padding(toLength: 24, withPad: " ", startingAt: 0) + String(lines.dropFirst(26)) + "\n"
+                text += "  " + label.padded(to: 24) + String(lines.dropFirst(26)) + "\n"
             }
         }
         return text
@@ -62,11 +67,11 @@ enum Help {
         var lines: [String] = []
         var line = String(repeating: " ", count: indent)
         for word in text.split(separator: " ") {
-            if line.count + word.count + 1 > 100 && line.trimmingCharacters(in: .whitespaces).count > 0 {
+            if line.count + word.count + 1 > 100 && line.trimmingWhitespace().count > 0 {
                 lines.append(line)
                 line = String(repeating: " ", count: indent)
             }
-            line += (line.trimmingCharacters(in: .whitespaces).isEmpty ? "" : " ") + word
+            line += (line.trimmingWhitespace().isEmpty ? "" : " ") + word
         }
         lines.append(line)
         return lines.joined(separator: "\n")

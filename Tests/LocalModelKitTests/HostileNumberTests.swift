@@ -63,7 +63,7 @@ struct HostileNumberTests {
         #expect(HTTPHeader.retryAfter("NaN") == nil)
         #expect(HTTPHeader.retryAfter("inf") == nil)
         #expect(HTTPHeader.retryAfter("120") == 120)
-        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        let now = 1_700_000_000.0
         #expect(HTTPHeader.retryAfter("Tue, 14 Nov 2023 22:15:20 GMT", now: now) == 120, "two minutes after now")
         #expect(HTTPHeader.retryAfter("Mon, 01 Jan 1990 00:00:00 GMT", now: now) == 0, "a date in the past means now")
     }
@@ -136,6 +136,36 @@ struct HostileNumberTests {
             #expect(try records.read { try $0.reservedBytes() } == .max)
             _ = try engine.autoChoice()
             _ = try engine.deviceFit(for: "m")
+        }
+    }
+}
+
+/// The calendar arithmetic that replaced Foundation's date formatters, checked against them.
+@Suite("CivilTime: HTTP dates and ISO 8601 without Foundation")
+struct CivilTimeTests {
+    @Test("ISO 8601 UTC text equals Foundation's for 2,000 instants from 1900 to 2200, leap days included")
+    func iso8601MatchesFoundation() {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd'T'HH:mm:ss'Z'"
+        var rng = SystemRandomNumberGenerator()
+        var instants: [Double] = [0, 951_782_400, 1_700_000_000, 4_107_542_400, -2_208_988_800, 86_399, -1]
+        for _ in 0..<2_000 { instants.append(Double(Int64.random(in: -2_208_988_800...7_258_118_400, using: &rng))) }
+        for t in instants {
+            #expect(CivilTime.iso8601(t) == formatter.string(from: Date(timeIntervalSince1970: t)), "\(t)")
+        }
+        #expect(CivilTime.iso8601(.nan) == nil && CivilTime.iso8601(.infinity) == nil && CivilTime.iso8601(1e300) == nil)
+    }
+
+    @Test("HTTP dates: the preferred format parses exactly, anything else is refused")
+    func httpDates() {
+        #expect(CivilTime.httpDate("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
+        #expect(CivilTime.httpDate("Tue, 29 Feb 2028 23:59:59 GMT") == 1_835_481_599)
+        for bad in ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun, 06 Nov 1994 08:49:37 UTC",
+                    "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT",
+                    "Sun, 99 Nov 1994 08:49:37 GMT", "", String(repeating: "9", count: 10_000)] {
+            #expect(CivilTime.httpDate(bad) == nil, "\(bad.prefix(40))")
         }
     }
 }

@@ -10,4 +10,7 @@ int glasses_syncfs(int fd);
 /// sync_file_range(2) with SYNC_FILE_RANGE_WRITE: starts writeback of a range, no wait.
 int glasses_sync_file_range_write(int fd, long long offset, long long count);
 
+/// Names the calling thread (pthread_setname_np; Linux keeps 15 bytes).
+void glasses_set_thread_name(const char *name);
+
 #endif

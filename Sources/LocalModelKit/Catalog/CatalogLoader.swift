@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Decodes and validates catalogs. Every rule of the DESIGN is checked and every
 /// violation reported, never only the first; no input makes it crash.
@@ -114,7 +114,7 @@ private struct Validator {
     static func isBlank(_ s: String) -> Bool {
         guard let first = s.utf8.first else { return true }
         if first > 0x20 && first < 0x80 { return false }
-        return s.trimmingCharacters(in: .whitespaces).isEmpty
+        return s.trimmingWhitespace().isEmpty
     }
 
     static func hasControlByte(_ s: String) -> Bool {

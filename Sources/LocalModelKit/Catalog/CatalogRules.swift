@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The individual rules, shared by the loader and `catalog hash`.
 public enum CatalogRules {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Whether a model's bytes are partly present or fully installed.
 public enum InstallState: String, Sendable {

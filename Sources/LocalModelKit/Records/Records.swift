@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// The install records of one store, in `records.sqlite3`.
@@ -67,9 +72,7 @@ public final class Records: Sendable {
     }
 
     private static func shortDetail(_ error: SQLiteError) -> String {
-        if let range = error.message.range(of: ": ", options: .backwards) {
-            return String(error.message[range.upperBound...])
-        }
+        if let detail = error.message.afterLast(": ") { return detail }
         return error.message
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Queries available inside `Records.read`.
 public struct ReadContext {

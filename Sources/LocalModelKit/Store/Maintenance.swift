@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -230,7 +230,7 @@ extension LocalModelEngine {
                     // A link in the way (a planted one, the reason the file failed) is
                     // removed, never followed; the verified file takes its place.
                     if let st = try FileIO.status(target), (st.st_mode & S_IFMT) != S_IFREG { try layout.remove(target) }
-                    try layout.createDirectory((target as NSString).deletingLastPathComponent)
+                    try layout.createDirectory(FileIO.parent(of: target))
                     try layout.rename(request.partialPath, to: target)
                 } catch { throw .wrap(error, modelId: model.id) }
                 fixed.append(request.name)

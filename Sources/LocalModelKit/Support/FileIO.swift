@@ -261,6 +261,13 @@ public enum FileIO {
     /// This process's id.
     public static var processID: Int32 { getpid() }
 
+    /// Seconds since 1970 on the wall clock (CLOCK_REALTIME).
+    public static func wallClockSeconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
     /// Seconds on a clock that never jumps (CLOCK_MONOTONIC).
     public static func monotonicSeconds() -> Double {
         var ts = timespec()

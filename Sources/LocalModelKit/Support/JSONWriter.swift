@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension JSONValue {
     /// Serializes the value. `pretty` indents by two spaces, as the catalog files are.

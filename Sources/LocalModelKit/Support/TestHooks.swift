@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Fault-injection points for the reliability tests.
 ///

@@ -1,12 +1,9 @@
-import Foundation
-
 /// A flag another thread sets to stop a transfer within a poll interval.
 public final class CancellationFlag: @unchecked Sendable {
-    // @unchecked: both fields are read and written only under `lock`. An NSLock (a pthread
-    // mutex) rather than `Mutex`: ThreadSanitizer sees pthread locks, not the futex behind
-    // `Mutex` on Linux, so `swift test --sanitize=thread` can check the race test below the
-    // flag without false reports.
-    private let lock = NSLock()
+    // @unchecked: both fields are read and written only under `lock`. A pthread mutex
+    // rather than `Mutex`: ThreadSanitizer sees pthread locks, not the futex behind `Mutex`
+    // on Linux, so `swift test --sanitize=thread` can check the race test without false reports.
+    private let lock = FileIO.Lock()
     private var cancelled = false
     private var waker: CurlWaker?
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 #if canImport(Glibc)
@@ -52,7 +52,7 @@ extension LocalModelEngine {
         let flag = CancellationFlag()
         let result: Result<String, DownloadError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, DownloadError>, Never>) in
-                let thread = Thread {
+                FileIO.startThread(name: "gl-download") {
                     let outcome: Result<String, DownloadError>
                     do throws(DownloadError) {
                         outcome = .success(try self.downloadBlocking(modelId: modelId, options: options, cancellation: flag, onEvent: onEvent))
@@ -61,9 +61,6 @@ extension LocalModelEngine {
                     }
                     continuation.resume(returning: outcome)
                 }
-                thread.name = "glasses-local download \(modelId)"
-                thread.stackSize = 1 << 20
-                thread.start()
             }
         } onCancel: {
             flag.cancel()

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -35,7 +35,7 @@ extension DownloadRun {
             }
             try FileIO.syncDirectory(layout.stagingRoot)
             TestHooks.point("install")
-            let parent = (finalPath as NSString).deletingLastPathComponent
+            let parent = FileIO.parent(of: finalPath)
             try layout.createDirectory(parent)
             // An older install stays usable until the new one is in place.
             if FileIO.exists(finalPath) {

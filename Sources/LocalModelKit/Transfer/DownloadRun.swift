@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -187,7 +187,7 @@ final class DownloadRun {
         onEvent(.phase(.download))
         let url = rewrite(archive.url)
         let saved = (try? records.read { try $0.partialFiles(id) })?.first { $0.path == "@archive" }
-        let request = FileRequest(name: (archive.url as NSString).lastPathComponent, url: url, partialPath: layout.partialArchivePath(id: id),
+        let request = FileRequest(name: FileIO.lastComponent(of: archive.url), url: url, partialPath: layout.partialArchivePath(id: id),
                                   boundary: layout.root, size: archive.size, sha256: archive.sha256, etag: saved?.etag, lastModified: saved?.lastModified)
         let outcomes = try transfer([request], plainHTTP: allowPlainHTTP(url), validatorKey: "@archive")
         if case .failed(let failure) = outcomes[0] { throw map(failure, request: request) }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// After an attempt: what libcurl's result and the response mean for the file — done,
 /// retried (with backoff, `Retry-After`, a budget of attempts without progress), restarted,

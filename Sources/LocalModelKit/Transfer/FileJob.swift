@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -225,11 +225,11 @@ final class FileJob: CurlEasyDelegate {
             accepting = false
             return true
         }
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimmingWhitespace()
         if trimmed.isEmpty { return endOfHeaders() }
         guard let colon = trimmed.firstIndex(of: ":") else { return true }
         let name = trimmed[..<colon].lowercased()
-        let value = trimmed[trimmed.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let value = trimmed[trimmed.index(after: colon)...].trimmingWhitespace()
         switch name {
         case "content-range": contentRange = HTTPHeader.contentRange(value)
         case "content-length": contentLength = ExternalNumber.decimal(value)

@@ -1,5 +1,3 @@
-import Foundation
-
 /// The HTTP header values a transfer acts on, parsed strictly: a value out of range or
 /// out of shape is refused (nil), never trapped on (P12).
 enum HTTPHeader {
@@ -21,13 +19,9 @@ enum HTTPHeader {
 
     /// `Retry-After: 120` (saturating: ten thousand digits is simply too long) or an HTTP
     /// date, as whole seconds from `now`; nil for anything else (P12).
-    static func retryAfter(_ value: String, now: Date = Date()) -> Int64? {
+    static func retryAfter(_ value: String, now: Double = FileIO.wallClockSeconds()) -> Int64? {
         if let seconds = ExternalNumber.saturatingDecimal(value) { return seconds }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: value) else { return nil }
-        return max(0, ExternalNumber.int64(clamping: date.timeIntervalSince(now).rounded(.up)) ?? 0)
+        guard let date = CivilTime.httpDate(value) else { return nil }
+        return max(0, date - (ExternalNumber.int64(clamping: now.rounded(.down)) ?? 0))
     }
 }

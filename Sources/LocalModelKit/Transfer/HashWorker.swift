@@ -1,5 +1,3 @@
-import Foundation
-
 /// Hashes on a second thread while the transfer thread receives and writes, so SHA-256
 /// costs no wall time on a machine with two cores. Chunks are copied into a bounded queue
 /// (backpressure keeps memory flat whatever the file size); per hasher they are processed
@@ -11,7 +9,7 @@ final class HashWorker: @unchecked Sendable {
         let hasher: SHA256Hasher
         let bytes: UnsafeMutableRawBufferPointer
     }
-    private let condition = NSCondition()
+    private let condition = FileIO.Lock()
     private var queue: [Item] = []
     private var head = 0
     private var queuedBytes = 0
@@ -21,9 +19,7 @@ final class HashWorker: @unchecked Sendable {
 
     init(maxQueuedBytes: Int = 4 << 20) {
         limit = maxQueuedBytes
-        let thread = Thread { [self] in self.loop() }
-        thread.name = "glasses-local sha256"
-        thread.start()
+        FileIO.startThread(name: "gl-sha256") { [self] in self.loop() }
     }
 
     func feed(_ hasher: SHA256Hasher, _ bytes: UnsafeRawBufferPointer) {

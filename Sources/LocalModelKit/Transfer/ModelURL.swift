@@ -2,8 +2,7 @@
 /// in the mirror URL is prepended.
 public enum MirrorRewrite {
     public static func apply(_ mirror: String?, to url: String) -> String {
-        guard let mirror, let schemeEnd = url.range(of: "://") else { return url }
-        let afterScheme = url[schemeEnd.upperBound...]
+        guard let mirror, let afterScheme = url.afterFirst("://") else { return url }
         let path = afterScheme.firstIndex(of: "/").map { String(afterScheme[$0...]) } ?? "/"
         let base = mirror.hasSuffix("/") ? String(mirror.dropLast()) : mirror
         return base + path

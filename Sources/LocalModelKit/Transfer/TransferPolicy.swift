@@ -1,4 +1,9 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// How transfers behave: parallelism, timeouts, retries. Defaults suit a phone or a
 /// laptop on a flaky network; tests shrink the delays.

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Fetches a set of files with libcurl's multi interface: several at once, each resumed
 /// at byte level, hashed while streaming, capped at its declared size, retried with

@@ -1,0 +1,85 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CSystem
+
+extension FileIO {
+    /// A pthread mutex with a condition variable: for the few places that wait for another
+    /// thread (the hash worker's queue) or must be visible to ThreadSanitizer (the
+    /// cancellation flag). POSIX, so it lives here.
+    public final class Lock: @unchecked Sendable {
+        // @unchecked: the mutex and condition are only touched through pthread calls, which
+        // are made for exactly this.
+        private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+        private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+        public init() {
+            pthread_mutex_init(mutex, nil)
+            pthread_cond_init(condition, nil)
+        }
+
+        deinit {
+            pthread_cond_destroy(condition)
+            pthread_mutex_destroy(mutex)
+            condition.deallocate()
+            mutex.deallocate()
+        }
+
+        public func lock() { pthread_mutex_lock(mutex) }
+        public func unlock() { pthread_mutex_unlock(mutex) }
+
+        /// Runs `body` holding the lock.
+        public func withLock<T>(_ body: () throws -> T) rethrows -> T {
+            lock()
+            defer { unlock() }
+            return try body()
+        }
+
+        /// Waits for a `broadcast`; call it holding the lock, in a loop over the condition.
+        public func wait() { pthread_cond_wait(condition, mutex) }
+
+        public func broadcast() { pthread_cond_broadcast(condition) }
+    }
+
+    /// Runs `body` on a thread of its own (a download's blocking transfer, the hash worker).
+    /// - Parameter stackSize: bytes of stack; the transfer's callbacks need little.
+    public static func startThread(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void) {
+        final class Box: @unchecked Sendable {
+            // @unchecked: handed to the new thread once, never shared.
+            let name: String
+            let body: @Sendable () -> Void
+            init(name: String, body: @escaping @Sendable () -> Void) {
+                self.name = name
+                self.body = body
+            }
+        }
+        let box = Unmanaged.passRetained(Box(name: name, body: body)).toOpaque()
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setstacksize(&attributes, max(stackSize, Int(PTHREAD_STACK_MIN)))
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        #if os(Linux)
+        var thread = pthread_t()
+        #else
+        var thread: pthread_t?
+        #endif
+        let started = pthread_create(&thread, &attributes, { raw in
+            guard let raw else { return nil }
+            let box = Unmanaged<Box>.fromOpaque(raw).takeRetainedValue()
+            #if os(Linux)
+            // Linux limits thread names to 15 bytes.
+            glasses_set_thread_name(String(decoding: box.name.utf8.prefix(15), as: UTF8.self))
+            #endif
+            box.body()
+            return nil
+        }, box)
+        if started != 0 {
+            // No thread: run it here rather than never (a process at its thread limit).
+            let box = Unmanaged<Box>.fromOpaque(box).takeRetainedValue()
+            box.body()
+        }
+    }
+}
