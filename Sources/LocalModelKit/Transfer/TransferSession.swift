@@ -113,6 +113,9 @@ final class TransferSession {
             }
             // Sleep until activity, a retry is due, or the next tick.
             let nextRetry = queue.filter { $0.outcome == nil }.map(\.notBefore).min() ?? .infinity
+            // Done: the last file finished in this perform. (Polling now would sleep a whole
+            // tick with nothing left to wait for: 0.1-0.25 s added to every download.)
+            if active.isEmpty && queue.allSatisfy({ $0.outcome != nil }) { break }
             let wait = max(0.001, min(tickInterval, nextRetry - monotonicSeconds()))
             multi.poll(timeoutMs: Int32(clamping: ExternalNumber.int64(clamping: wait * 1000) ?? 1))
         }
@@ -120,3 +123,4 @@ final class TransferSession {
         return jobs.map { $0.outcome ?? .failed(.cancelled) }
     }
 }
+
