@@ -14,8 +14,12 @@ let package = Package(
     targets: [
         // C system libraries: one target each, Debian -dev packages as providers.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        .systemLibrary(name: "CArchive", pkgConfig: "libarchive", providers: [.apt(["libarchive-dev"])]),
+        // libcurl and libarchive: their headers here, their code opened on first use by
+        // CLibraryLoader (dlopen), so a command that neither downloads nor unpacks starts
+        // without loading them and their dependencies.
+        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CArchive", providers: [.apt(["libarchive-dev"])]),
+        .target(name: "CLibraryLoader", linkerSettings: [.linkedLibrary("dl")]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // Linux calls Glibc's module leaves out (syncfs, sync_file_range), compiled in C.
         .target(name: "CSystem", cSettings: [.define("_GNU_SOURCE")]),
@@ -23,7 +27,7 @@ let package = Package(
         // The engine: instance-based, no global state.
         .target(
             name: "LocalModelKit",
-            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto", "CSystem", "GlassesCore"]
+            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto", "CSystem", "CLibraryLoader", "GlassesCore"]
         ),
         // The SDK seam: Extentos.create(config:) and the local-tier registry.
         .target(name: "GlassesCore"),

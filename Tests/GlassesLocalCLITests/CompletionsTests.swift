@@ -81,3 +81,29 @@ struct CompletionsTests {
         #expect(r.status == 2 && r.stderr.contains("unknown shell 'tcsh'"), "\(r)")
     }
 }
+
+/// Start-up like a C tool: libcurl and libarchive (and their dozens of dependencies) are
+/// opened only by the commands that transfer or unpack; `list` never loads them.
+@Suite("Libraries load on first use")
+struct LazyLibraryTests {
+    /// The shared objects a run opened, seen by strace.
+    static func librariesOpened(_ w: World, _ arguments: [String]) throws -> [String] {
+        let binary = try w.binary
+        let r = try World.tool("/usr/bin/strace", ["-f", "-e", "trace=openat", "-o", w.root + "/strace.txt", binary,
+                                                   "--store", w.store] + arguments)
+        #expect(r.status == 0 || r.status == 1, "\(r)")
+        let trace = (try? String(contentsOfFile: w.root + "/strace.txt", encoding: .utf8)) ?? ""
+        return trace.split(separator: "\n").filter { $0.contains(".so") && !$0.contains("ENOENT") }.map(String.init)
+    }
+
+    @Test("list and --version open neither libcurl nor libarchive; doctor (which reports their versions) opens both")
+    func lazyLoading() throws {
+        let w = try World(); defer { w.remove() }
+        for command in [["list"], ["list", "--json"], ["--version"], ["fit", "local-qwen3-1.7b"]] {
+            let opened = try Self.librariesOpened(w, command)
+            #expect(!opened.contains { $0.contains("libcurl") || $0.contains("libarchive") }, "\(command): \(opened)")
+        }
+        let doctor = try Self.librariesOpened(w, ["doctor"])
+        #expect(doctor.contains { $0.contains("libcurl.so") } && doctor.contains { $0.contains("libarchive.so") }, "\(doctor)")
+    }
+}

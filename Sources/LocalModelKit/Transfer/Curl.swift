@@ -39,11 +39,14 @@ protocol CurlEasyDelegate: AnyObject {
 /// libcurl's one-time global set-up, done before the first handle (thread-safe: a Swift
 /// global initialiser runs once).
 private let curlGlobalInit: Bool = {
-    curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+    glasses_curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 }()
 
 /// One libcurl easy handle. Not Sendable: owned by one transfer loop.
 final class CurlEasy {
+    /// Why libcurl could not be opened, when it could not (it is loaded on first use).
+    static var loadProblem: String? { glasses_curl_load_error().map { String(cString: $0) } }
+
     let handle: UnsafeMutableRawPointer
     private var headerList: UnsafeMutablePointer<curl_slist>?
     weak var delegate: (any CurlEasyDelegate)?
@@ -54,14 +57,14 @@ final class CurlEasy {
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
     init() throws(TransferFault) {
-        guard curlGlobalInit, let h = curl_easy_init() else { throw TransferFault.setup("libcurl could not be initialised") }
+        guard curlGlobalInit, let h = glasses_curl_easy_init() else { throw TransferFault.setup(CurlEasy.loadProblem ?? "libcurl could not be initialised") }
         handle = h
         installCallbacks()
     }
 
     deinit {
-        curl_easy_cleanup(handle)
-        if let headerList { curl_slist_free_all(headerList) }
+        glasses_curl_easy_cleanup(handle)
+        if let headerList { glasses_curl_slist_free_all(headerList) }
         errorBuffer.deallocate()
     }
 
@@ -74,8 +77,8 @@ final class CurlEasy {
 
     /// Resets per-attempt options, keeping the connection cache.
     func reset() {
-        curl_easy_reset(handle)
-        if let headerList { curl_slist_free_all(headerList) }
+        glasses_curl_easy_reset(handle)
+        if let headerList { glasses_curl_slist_free_all(headerList) }
         headerList = nil
         installCallbacks()
     }
@@ -117,7 +120,7 @@ final class CurlEasy {
 
     /// A `setopt` that cannot fail for a valid option is a programming error if it does.
     private func check(_ code: CURLcode, _ what: String) {
-        precondition(code == CURLE_OK, "curl_easy_setopt(\(what)) failed: \(String(cString: curl_easy_strerror(code)))")
+        precondition(code == CURLE_OK, "curl_easy_setopt(\(what)) failed: \(String(cString: glasses_curl_easy_strerror(code)))")
     }
 
     private func set(_ option: CURLoption, _ value: Int) { check(glasses_easy_setopt_long(handle, option, value), "\(option)") }
@@ -149,7 +152,7 @@ final class CurlEasy {
         // ranges and sizes refer to a different byte stream (P10).
         if offset > 0 { set(CURLOPT_RESUME_FROM_LARGE, offset: offset) }
         var list: UnsafeMutablePointer<curl_slist>?
-        for header in headers { list = curl_slist_append(list, header) }
+        for header in headers { list = glasses_curl_slist_append(list, header) }
         headerList = list
         if let list { check(glasses_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, list), "HTTPHEADER") }
     }
@@ -182,7 +185,7 @@ final class CurlEasy {
     }
 
     static func classify(_ code: CURLcode, detail: String? = nil) -> CurlResult {
-        let message = detail ?? String(cString: curl_easy_strerror(code))
+        let message = detail ?? String(cString: glasses_curl_easy_strerror(code))
         switch code {
         case CURLE_OK: return .ok
         case CURLE_RANGE_ERROR: return .rangeError
@@ -206,7 +209,7 @@ final class CurlEasy {
 
     /// libcurl's version string, for `doctor`.
     static var version: String {
-        guard let v = curl_version() else { return "unknown" }
+        guard let v = glasses_curl_version() else { return "unknown" }
         return String(cString: v)
     }
 }
@@ -220,7 +223,7 @@ final class CurlMulti {
     private var easies: [UnsafeMutableRawPointer: CurlEasy] = [:]
 
     init() throws(TransferFault) {
-        guard curlGlobalInit, let h = curl_multi_init() else { throw TransferFault.setup("libcurl multi handle could not be created") }
+        guard curlGlobalInit, let h = glasses_curl_multi_init() else { throw TransferFault.setup(CurlEasy.loadProblem ?? "libcurl multi handle could not be created") }
         handle = h
         // Multiplex on HTTP/2 when offered; cap connections per host politely.
         _ = glasses_multi_setopt_long(handle, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
@@ -228,42 +231,42 @@ final class CurlMulti {
     }
 
     deinit {
-        for easy in easies.values { curl_multi_remove_handle(handle, easy.handle) }
-        curl_multi_cleanup(handle)
+        for easy in easies.values { glasses_curl_multi_remove_handle(handle, easy.handle) }
+        glasses_curl_multi_cleanup(handle)
     }
 
     var count: Int { easies.count }
 
     func add(_ easy: CurlEasy) throws(TransferFault) {
-        let code = curl_multi_add_handle(handle, easy.handle)
-        guard code == CURLM_OK else { throw TransferFault.setup("curl_multi_add_handle: \(String(cString: curl_multi_strerror(code)))") }
+        let code = glasses_curl_multi_add_handle(handle, easy.handle)
+        guard code == CURLM_OK else { throw TransferFault.setup("curl_multi_add_handle: \(String(cString: glasses_curl_multi_strerror(code)))") }
         easies[easy.handle] = easy
     }
 
     func remove(_ easy: CurlEasy) {
         if easies.removeValue(forKey: easy.handle) != nil {
-            curl_multi_remove_handle(handle, easy.handle)
+            glasses_curl_multi_remove_handle(handle, easy.handle)
         }
     }
 
     /// Drives every transfer as far as it can go without blocking.
     func perform() throws(TransferFault) {
         var running: Int32 = 0
-        let code = curl_multi_perform(handle, &running)
-        guard code == CURLM_OK else { throw TransferFault.setup("curl_multi_perform: \(String(cString: curl_multi_strerror(code)))") }
+        let code = glasses_curl_multi_perform(handle, &running)
+        guard code == CURLM_OK else { throw TransferFault.setup("curl_multi_perform: \(String(cString: glasses_curl_multi_strerror(code)))") }
     }
 
     /// Waits for network activity, `wakeup()`, or the timeout.
     func poll(timeoutMs: Int32) {
         var fds: Int32 = 0
-        _ = curl_multi_poll(handle, nil, 0, timeoutMs, &fds)
+        _ = glasses_curl_multi_poll(handle, nil, 0, timeoutMs, &fds)
     }
 
     /// Finished transfers since the last call.
     func finished() -> [(CurlEasy, CurlResult)] {
         var out: [(CurlEasy, CurlResult)] = []
         var queued: Int32 = 0
-        while let message = curl_multi_info_read(handle, &queued) {
+        while let message = glasses_curl_multi_info_read(handle, &queued) {
             guard message.pointee.msg == CURLMSG_DONE, let easyHandle = message.pointee.easy_handle,
                   let easy = easies[easyHandle] else { continue }
             out.append((easy, CurlEasy.classify(message.pointee.data.result, detail: easy.errorDetail)))
@@ -284,7 +287,7 @@ struct CurlWaker: @unchecked Sendable {
     // callable from any thread; the owner keeps the multi handle alive while wakers exist.
     fileprivate let handle: UnsafeMutableRawPointer
 
-    func wake() { _ = curl_multi_wakeup(handle) }
+    func wake() { _ = glasses_curl_multi_wakeup(handle) }
 }
 
 /// Library facts for `doctor`.

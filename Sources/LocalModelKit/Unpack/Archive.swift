@@ -57,18 +57,21 @@ public enum ArchiveExtractor {
     public static func extract(archivePath: String, format: ArchiveFormat, stripComponents: Int,
                                into staging: String, files: [CatalogFile],
                                isCancelled: () -> Bool = { false }) throws(UnpackError) -> [String: String] {
-        guard let reader = archive_read_new() else { throw .system(SystemError(message: "libarchive: out of memory", errno: ENOMEM)) }
-        defer { archive_read_free(reader) }
+        guard let reader = glasses_archive_read_new() else {
+            let why = glasses_archive_load_error().map { String(cString: $0) } ?? "libarchive: out of memory"
+            throw .system(SystemError(message: why, errno: ENOMEM))
+        }
+        defer { glasses_archive_read_free(reader) }
         // Only the format and filter the catalog names (P8: less parser surface).
         switch format {
-        case .tarBz2: archive_read_support_filter_bzip2(reader); archive_read_support_format_tar(reader)
-        case .tarGz: archive_read_support_filter_gzip(reader); archive_read_support_format_tar(reader)
-        case .tarXz: archive_read_support_filter_xz(reader); archive_read_support_format_tar(reader)
-        case .tarZst: archive_read_support_filter_zstd(reader); archive_read_support_format_tar(reader)
-        case .tar: archive_read_support_format_tar(reader)
-        case .zip: archive_read_support_format_zip(reader)
+        case .tarBz2: glasses_archive_read_support_filter_bzip2(reader); glasses_archive_read_support_format_tar(reader)
+        case .tarGz: glasses_archive_read_support_filter_gzip(reader); glasses_archive_read_support_format_tar(reader)
+        case .tarXz: glasses_archive_read_support_filter_xz(reader); glasses_archive_read_support_format_tar(reader)
+        case .tarZst: glasses_archive_read_support_filter_zstd(reader); glasses_archive_read_support_format_tar(reader)
+        case .tar: glasses_archive_read_support_format_tar(reader)
+        case .zip: glasses_archive_read_support_format_zip(reader)
         }
-        guard archive_read_open_filename(reader, archivePath, 1 << 16) == ARCHIVE_OK else {
+        guard glasses_archive_read_open_filename(reader, archivePath, 1 << 16) == ARCHIVE_OK else {
             throw .unreadable(message(reader))
         }
 
@@ -82,7 +85,7 @@ public enum ArchiveExtractor {
 
         var entry: OpaquePointer?
         while true {
-            let rc = archive_read_next_header(reader, &entry)
+            let rc = glasses_archive_read_next_header(reader, &entry)
             if rc == ARCHIVE_EOF { break }
             guard rc == ARCHIVE_OK || rc == ARCHIVE_WARN, let entry else { throw .unreadable(message(reader)) }
             entries += 1
@@ -90,10 +93,10 @@ public enum ArchiveExtractor {
             if isCancelled() { throw .cancelled }
 
             let rawPath = pathOf(entry)
-            let type = archive_entry_filetype(entry)
+            let type = glasses_archive_entry_filetype(entry)
             // Links first: a hardlink entry may look like a regular file.
-            if archive_entry_hardlink(entry) != nil { throw .forbiddenEntry(path: rawPath, type: "hardlink") }
-            if archive_entry_symlink(entry) != nil || type == S_IFLNK { throw .forbiddenEntry(path: rawPath, type: "symlink") }
+            if glasses_archive_entry_hardlink(entry) != nil { throw .forbiddenEntry(path: rawPath, type: "hardlink") }
+            if glasses_archive_entry_symlink(entry) != nil || type == S_IFLNK { throw .forbiddenEntry(path: rawPath, type: "symlink") }
             guard type == S_IFREG || type == S_IFDIR else {
                 throw .forbiddenEntry(path: rawPath, type: typeName(type))
             }
@@ -114,8 +117,8 @@ public enum ArchiveExtractor {
             }
             guard let file = expected[path] else { throw .unexpectedFile(path: path) }
             if hashes[path] != nil { throw .unsafePath(path: rawPath, problem: "appears twice in the archive") }
-            if archive_entry_size_is_set(entry) != 0, archive_entry_size(entry) != file.size {
-                throw .sizeMismatch(path: path, expected: file.size, actual: Int64(archive_entry_size(entry)))
+            if glasses_archive_entry_size_is_set(entry) != 0, glasses_archive_entry_size(entry) != file.size {
+                throw .sizeMismatch(path: path, expected: file.size, actual: Int64(glasses_archive_entry_size(entry)))
             }
             try makeDirectories(for: path, under: staging, created: &createdDirs)
             hashes[path] = try writeEntry(reader, to: staging + "/" + path, under: staging, file: file, buffer: buffer, isCancelled: isCancelled)
@@ -138,7 +141,7 @@ public enum ArchiveExtractor {
         do { hasher = try SHA256Hasher() } catch { throw .system(SystemError(message: "SHA-256: \(error)")) }
         var total: Int64 = 0
         while true {
-            let n = archive_read_data(reader, buffer.baseAddress, buffer.count)
+            let n = glasses_archive_read_data(reader, buffer.baseAddress, buffer.count)
             if n == 0 { break }
             if n < 0 { throw .unreadable(message(reader)) }
             total += Int64(n)
@@ -179,8 +182,8 @@ public enum ArchiveExtractor {
     }
 
     private static func pathOf(_ entry: OpaquePointer) -> String {
-        if let utf8 = archive_entry_pathname_utf8(entry) { return String(cString: utf8) }
-        if let raw = archive_entry_pathname(entry) { return String(cString: raw) }
+        if let utf8 = glasses_archive_entry_pathname_utf8(entry) { return String(cString: utf8) }
+        if let raw = glasses_archive_entry_pathname(entry) { return String(cString: raw) }
         return ""
     }
 
@@ -195,9 +198,9 @@ public enum ArchiveExtractor {
     }
 
     private static func message(_ reader: OpaquePointer) -> String {
-        archive_error_string(reader).map { String(cString: $0) } ?? "unknown libarchive error"
+        glasses_archive_error_string(reader).map { String(cString: $0) } ?? "unknown libarchive error"
     }
 
     /// libarchive's version, for `doctor`.
-    public static var libraryVersion: String { String(cString: archive_version_details()) }
+    public static var libraryVersion: String { String(cString: glasses_archive_version_details()) }
 }
