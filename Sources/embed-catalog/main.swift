@@ -1,7 +1,7 @@
 // Development tool (run by Scripts/embed-catalog, not shipped): loads Catalog/catalog.json
 // through the real validator and prints BundledCatalog.swift, which carries the catalog
-// both as its JSON text and as ready-made values, so an app's start-up does not parse and
-// validate the built-in catalog on every launch.
+// as ready-made values, so an app's start-up does not parse and validate the built-in
+// catalog on every launch.
 //
 //   swift run embed-catalog Catalog/catalog.json > Sources/LocalModelKit/Catalog/BundledCatalog.swift
 import Foundation
@@ -12,25 +12,12 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
-/// A Swift string literal for `s`.
+/// A Swift string literal for `s`: a raw string, `#"…"#`, since the validator already
+/// refused control characters in every catalog string; a `"#` inside would end it early,
+/// so such a string stops the generator.
 func literal(_ s: String) -> String {
-    var out = "\""
-    for scalar in s.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\t": out += "\\t"
-        case "\r": out += "\\r"
-        default:
-            if scalar.value < 0x20 || scalar.value == 0x7F {
-                out += "\\u{\(String(scalar.value, radix: 16))}"
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-    }
-    return out + "\""
+    if s.contains("\"#") { fail("the catalog string \(s) contains \"#, which a raw string literal cannot hold") }
+    return "#\"" + s + "\"#"
 }
 
 func optional(_ s: String?) -> String { s.map(literal) ?? "nil" }
