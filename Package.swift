@@ -55,6 +55,14 @@ let package = Package(
             path: "Tests/Tools/seam-probe"
         ),
 
+        // Test-only: an app written against the upstream SDK's public API, compiled unchanged
+        // (the voice issue's source-compatibility check); UpstreamAppTests runs it.
+        .executableTarget(
+            name: "upstream-app",
+            dependencies: ["GlassesCore", "GlassesLocal", "GlassesLocalVoice"],
+            path: "Tests/Fixtures/upstream-app"
+        ),
+
         // Test-only: finding built programs and running them (shared by the test targets).
         .target(name: "GlassesTestSupport", path: "Tests/Support"),
 
@@ -68,7 +76,7 @@ let package = Package(
                     dependencies: ["GlassesLocal", "GlassesLocalVoice", "GlassesCore", "LocalModelKit", "seam-probe",
                                    "GlassesTestSupport"]),
         // Runs the built glasses-local binary (the dependency makes `swift test` build it).
-        .testTarget(name: "GlassesLocalCLITests", dependencies: ["glasses-local", "LocalModelKit", "GlassesTestSupport"]),
+        .testTarget(name: "GlassesLocalCLITests", dependencies: ["glasses-local", "upstream-app", "LocalModelKit", "GlassesTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

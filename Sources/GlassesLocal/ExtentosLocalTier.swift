@@ -38,6 +38,8 @@ public enum ExtentosLocalTier {
         public let downloadBytes: Int64
         /// Bytes on disk once installed.
         public let installedBytes: Int64
+        /// The upstream SDK's name for the model's size: its bytes on disk once installed.
+        public var totalBytes: Int64 { installedBytes }
     }
 
     /// Which model serves, or why the cloud must (the same type an SDK instance's
@@ -180,10 +182,16 @@ public enum ExtentosLocalTier {
         LocalTierRegistry.register(models: Tier(), site: "\(fileID):\(line)")
     }
 
-    /// Every catalog model with its install state. Cheap: records and `stat` only.
-    /// When the store cannot be read, models are listed as not installed and
-    /// ``storeProblem`` says why.
+    /// The LLM ladder with its install state, as the upstream SDK answers: the models an
+    /// app's model picker may offer (never the voice; ``allModels()`` has the whole
+    /// catalog). Cheap: records and `stat` only. When the store cannot be read, models
+    /// are listed as not installed and ``storeProblem`` says why.
     public static func models() -> [LocalModelInfo] {
+        allModels().filter { $0.kind == .llm }
+    }
+
+    /// Every catalog model, the on-device voice included, with its install state.
+    public static func allModels() -> [LocalModelInfo] {
         guard let engine = try? engine() else { return [] }
         let (statuses, problem) = engine.modelsAnswer()
         note(problem)

@@ -33,7 +33,9 @@ struct FacadeTests {
 
     @Test func modelsListTheShippedCatalogWithSizes() {
         defer { cleanUp() }
-        let models = ExtentosLocalTier.models()
+        // Upstream's models() is the LLM ladder: a model picker never offers the voice.
+        #expect(ExtentosLocalTier.models().map(\.id) == ["local-qwen3-0.6b", "local-qwen25-1.5b", "local-qwen3-1.7b", "local-qwen3-4b", "local-qwen3-8b"])
+        let models = ExtentosLocalTier.allModels()
         #expect(models.map(\.id) == ["local-qwen3-0.6b", "local-qwen25-1.5b", "local-qwen3-1.7b", "local-qwen3-4b", "local-qwen3-8b", "kokoro-en-v0_19"])
         let eight = models.first { $0.id == "local-qwen3-8b" }
         #expect(eight?.requiredMb == 5800)
@@ -44,6 +46,7 @@ struct FacadeTests {
         #expect(voice?.kind == .voice)
         #expect(voice?.downloadBytes == 319_625_534)
         #expect(voice?.installedBytes == 369_304_124)
+        #expect(voice?.totalBytes == 369_304_124, "upstream's totalBytes is the size on disk once installed")
         #expect(models.allSatisfy { !$0.isInstalled })
         // A read-only start-up query leaves no trace on disk.
         #expect(!FileManager.default.fileExists(atPath: store))
@@ -111,7 +114,7 @@ struct FacadeTests {
         defer { cleanUp() }
         try FileIO.createDirectory(store)
         try FileIO.writeFileAtomically(Array(repeating: 0x5A, count: 8192), toPath: store + "/records.sqlite3")
-        let models = ExtentosLocalTier.models()
+        let models = ExtentosLocalTier.allModels()
         #expect(models.count == 6)
         #expect(models.allSatisfy { !$0.isInstalled })
         let problem = try #require(ExtentosLocalTier.storeProblem)
