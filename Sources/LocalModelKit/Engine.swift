@@ -208,19 +208,25 @@ public final class LocalModelEngine: Sendable {
         return FileIO.isDirectory(layout.folder(of: record))
     }
 
-    /// Bytes of the preferred source already downloaded into `.partial/<id>`.
+    /// Bytes already downloaded into `.partial` for this model: of its archive
+    /// (`.partial/<id>@archive`) or of its files (`.partial/<id>/`), whichever source holds
+    /// more (a `--source files` download of a model whose first source is an archive counts).
     func partialBytes(_ model: CatalogModel) -> Int64 {
-        switch model.sources.first {
-        case .archive(let archive)?:
-            return min(FileIO.regularFileSize(layout.partialArchivePath(id: model.id)) ?? 0, archive.size)
-        default:
-            let dir = layout.partialPath(id: model.id)
-            guard FileIO.isDirectory(dir) else { return 0 }
-            var checked = Set<String>()
-            return model.files.reduce(0) { sum, file in
-                sum + min(FileIO.regularFileSize(file.path, in: dir, checked: &checked) ?? 0, file.size)
+        var present: Int64 = 0
+        for source in model.sources {
+            switch source {
+            case .archive(let archive):
+                present = max(present, min(FileIO.regularFileSize(layout.partialArchivePath(id: model.id)) ?? 0, archive.size))
+            case .files:
+                let dir = layout.partialPath(id: model.id)
+                guard FileIO.isDirectory(dir) else { continue }
+                var checked = Set<String>()
+                present = max(present, model.files.reduce(0) { sum, file in
+                    sum + min(FileIO.regularFileSize(file.path, in: dir, checked: &checked) ?? 0, file.size)
+                })
             }
         }
+        return present
     }
 
     func storageFit(_ model: CatalogModel, installed: Bool, space: FilesystemSpace, reservedByOthers: Int64) -> StorageFit {

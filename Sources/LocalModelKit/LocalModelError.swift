@@ -64,8 +64,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     case refused(modelId: String, url: String, reason: String)
     /// Cancelled (Task cancellation, SIGINT); partial data is kept for a later resume.
     case cancelled(modelId: String, keptBytes: Int64)
-    /// The catalog has no source this build can use for the model.
-    case noSource(modelId: String)
+    /// The catalog has no source this build can use for the model (of the kind asked for).
+    case noSource(modelId: String, kind: SourceKind? = nil)
     /// `verify` of a model that is not installed.
     case notInstalled(modelId: String)
     /// The records database failed (damaged, read-only, full, newer, …).
@@ -115,7 +115,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         switch self {
         case .unknownModel(let id): return id
         case .noStoreFolder, .invalidCatalog, .catalogRollback, .records: return nil
-        case .busy(let id), .noSource(let id), .notInstalled(let id): return id
+        case .busy(let id), .noSource(let id, _), .notInstalled(let id): return id
         case let .insufficientStorage(id, _, _), let .diskFull(id, _, _, _), let .httpStatus(id, _, _, _),
              let .integrityMismatch(id, _, _, _), let .sizeMismatch(id, _, _, _, _), let .unsafeArchive(id, _, _),
              let .incompleteInstall(id, _, _), let .temporary(id, _, _, _), let .refused(id, _, _), let .cancelled(id, _):
@@ -175,7 +175,9 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             return "\(id): \(url) was refused: \(reason)."
         case let .cancelled(id, kept):
             return "download of \(id) interrupted; \(kept) bytes are kept and the next download resumes from them."
-        case .noSource(let id):
+        case .noSource(let id, let kind?):
+            return "\(id) has no \(kind.rawValue) source in the catalog; leave out --source to use the catalog's sources in order."
+        case .noSource(let id, nil):
             return "\(id) has no usable source in the catalog."
         case .notInstalled(let id):
             return "\(id) is not installed; download it first (glasses-local download \(id))."

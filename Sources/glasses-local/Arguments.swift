@@ -59,8 +59,8 @@ struct Command: Sendable {
 }
 
 /// Every command, in the order help lists them.
-let allCommands: [Command] = QueryCommands.commands + TransferCommands.commands + [Doctor.command]
-    + CatalogCommands.commands + [Completions.command]
+let allCommands: [Command] = QueryCommands.commands + TransferCommands.commands + VoiceCommands.commands
+    + [Doctor.command] + CatalogCommands.commands + [Completions.command]
 
 /// Options that every command accepts, before or after the command name.
 let globalOptions: [OptionSpec] = [
@@ -189,7 +189,7 @@ struct ArgumentParser {
     func groupSpec(_ name: String) -> CommandSpec? {
         let members = specs.filter { $0.name.hasPrefix(name + " ") }
         guard !members.isEmpty else { return nil }
-        var spec = CommandSpec(name: name, abstract: "Commands for \(name) files: " + members.map { $0.name }.joined(separator: ", ") + ".",
+        var spec = CommandSpec(name: name, abstract: "The \(name) commands: " + members.map { $0.name }.joined(separator: ", ") + ".",
                                usage: "glasses-local \(name) <subcommand>")
         spec.subcommands = members.map { String($0.name.dropFirst(name.count + 1)) }
         spec.subcommandAbstracts = members.map(\.abstract)

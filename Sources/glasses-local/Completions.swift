@@ -159,7 +159,7 @@ enum Completions {
             """
         for word in topWords(commands) {
             let abstract = commands.first { $0.name == word }?.abstract
-                ?? (word == "help" ? "Show help for a command." : "Commands for \(word) files.")
+                ?? (word == "help" ? "Show help for a command." : "The \(word) commands.")
             text += "    '\(zshQuoted(word)):\(zshQuoted(abstract))'\n"
         }
         text += """
@@ -209,7 +209,7 @@ enum Completions {
         }
         for word in top {
             let abstract = commands.first { $0.name == word }?.abstract
-                ?? (word == "help" ? "Show help for a command." : "Commands for \(word) files.")
+                ?? (word == "help" ? "Show help for a command." : "The \(word) commands.")
             text += "complete -c glasses-local -n __fish_use_subcommand -a \(word) -d \(fishQuoted(abstract))\n"
         }
         for spec in commands {

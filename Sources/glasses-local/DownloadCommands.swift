@@ -175,11 +175,16 @@ enum TransferCommands {
     }
 
     static func download(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        try download(context.invocation.positional, options: try options(context), context)
+    }
+
+    /// Downloads `ids` one after another with the progress output of `download` (a bar on a
+    /// terminal, lines otherwise, JSON lines with --json); `voice download` uses it too.
+    static func download(_ ids: [String], options: DownloadOptions, _ context: CommandContext) throws(CLIError) -> ExitCode {
         let engine = try context.engine()
-        let options = try options(context)
         let interrupt = InterruptHandler()
         var worst: CLIError?
-        for id in context.invocation.positional {
+        for id in ids {
             if interrupt.flag.isCancelled { break }
             let printer = ProgressPrinter(console: context.console, modelId: id, noProgress: context.invocation.flag("--no-progress"))
             let start = monotonicSeconds()
@@ -208,11 +213,16 @@ enum TransferCommands {
     }
 
     static func delete(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        try delete(context.invocation.positional, context)
+    }
+
+    /// Deletes `ids`, printing what each freed; `voice delete` uses it too.
+    static func delete(_ ids: [String], _ context: CommandContext) throws(CLIError) -> ExitCode {
         let engine = try context.engine()
         var results: [JSONValue] = []
         var worst: CLIError?
         var total: Int64 = 0
-        for id in context.invocation.positional {
+        for id in ids {
             do {
                 let result = try engine.delete(modelId: id)
                 total += result.freedBytes
@@ -227,7 +237,7 @@ enum TransferCommands {
         }
         if context.console.json {
             context.console.printJSON(["models": .array(results), "freedBytes": .int(total)])
-        } else if context.invocation.positional.count > 1 {
+        } else if ids.count > 1 {
             context.console.say("freed \(Format.bytes(total)) in all")
         }
         return worst?.exitCode ?? .ok

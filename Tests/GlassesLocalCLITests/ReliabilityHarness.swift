@@ -308,14 +308,16 @@ final class World {
     }
 
     /// The installed folder holds exactly the files of `source`, byte for byte.
-    func expectInstalledMatches(_ id: String, source: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectInstalledMatches(_ id: String, source: String, installFolder folder: String? = nil,
+                                sourceLocation: SourceLocation = #_sourceLocation) {
+        let installed = folder ?? installFolder(id)
         let sourceFiles = Disk.regularFiles(under: source)
-        let installedFiles = Disk.regularFiles(under: installFolder(id))
+        let installedFiles = Disk.regularFiles(under: installed)
         #expect(!sourceFiles.isEmpty && installedFiles == sourceFiles,
                 "installed tree \(installedFiles) differs from \(sourceFiles)", sourceLocation: sourceLocation)
         for path in sourceFiles {
             let a = FileManager.default.contents(atPath: source + "/" + path)
-            let b = FileManager.default.contents(atPath: installFolder(id) + "/" + path)
+            let b = FileManager.default.contents(atPath: installed + "/" + path)
             #expect(a != nil && a == b, "\(path) is not byte-identical to \(source)/\(path)", sourceLocation: sourceLocation)
         }
     }

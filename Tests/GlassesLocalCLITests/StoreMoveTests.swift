@@ -22,6 +22,7 @@ struct StoreMoveTests {
                 import sqlite3, sys
                 db = sqlite3.connect(sys.argv[1])
                 db.execute("UPDATE installs SET path = ? WHERE model_id = 'mv1'", (sys.argv[2],))
+                db.execute("ALTER TABLE installs DROP COLUMN source")   # added by migration 4
                 db.execute("PRAGMA user_version = 2")
                 db.commit()
                 """

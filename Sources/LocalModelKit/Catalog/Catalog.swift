@@ -52,6 +52,17 @@ public enum ModelSource: Sendable, Hashable {
     /// One archive, verified, then extracted and checked against `files`.
     case archive(ArchiveSource)
 
+    /// Which kind of source this is.
+    public var kind: SourceKind {
+        switch self {
+        case .files: return .files
+        case .archive: return .archive
+        }
+    }
+
+    /// How the record names it: `archive <url>` or `files <base url>`.
+    public var recordText: String { kind.rawValue + " " + primaryURL }
+
     /// The URL(s) this source names, for `--mirror` and messages.
     public var primaryURL: String {
         switch self {
@@ -59,6 +70,14 @@ public enum ModelSource: Sendable, Hashable {
         case .archive(let a): return a.url
         }
     }
+}
+
+/// The two ways a catalog source delivers a model.
+public enum SourceKind: String, Sendable, CaseIterable {
+    /// One request per file (resumable file by file).
+    case files
+    /// One release archive, verified as a whole, then unpacked.
+    case archive
 }
 
 /// One model of the catalog.
@@ -84,6 +103,15 @@ public struct CatalogModel: Sendable, Hashable {
         case .archive(let a)?: return a.size
         default: return installedBytes
         }
+    }
+
+    /// The same model with only its sources of `kind` (nil: all of them, in catalog order),
+    /// so sizes, partial data and fit follow the source that will be used.
+    public func using(_ kind: SourceKind?) -> CatalogModel {
+        guard let kind else { return self }
+        var copy = self
+        copy.sources = sources.filter { $0.kind == kind }
+        return copy
     }
 
     /// True when some file has no known hash and no archive hash covers it.

@@ -25,9 +25,13 @@ public struct InstallRecord: Sendable, Equatable {
     public var updatedAt: Double
     public var installedAt: Double?
     public var lastError: String?
+    /// Where the installed bytes came from: `archive <url>` or `files <base url>`.
+    public var source: String?
 
     public init(modelId: String, kind: ModelKind, state: InstallState, catalogVersion: Int, path: String?,
-                totalBytes: Int64, createdAt: Double, updatedAt: Double, installedAt: Double? = nil, lastError: String? = nil) {
+                totalBytes: Int64, createdAt: Double, updatedAt: Double, installedAt: Double? = nil, lastError: String? = nil,
+                source: String? = nil) {
+        self.source = source
         self.modelId = modelId
         self.kind = kind
         self.state = state

@@ -155,6 +155,10 @@ public final class Records: Sendable {
         UPDATE installs SET path = CASE kind WHEN 'voice' THEN 'voices/' || model_id ELSE model_id END
             WHERE path IS NOT NULL AND substr(path, 1, 1) = '/';
         """,
+        // 4: which source an install came from (`voice status` says it).
+        """
+        ALTER TABLE installs ADD COLUMN source TEXT;
+        """,
     ]
 
     private static func migrate(_ db: SQLiteConnection, path: String, busyLimitSeconds: Double) throws {

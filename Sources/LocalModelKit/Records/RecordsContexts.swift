@@ -4,7 +4,7 @@ import FoundationEssentials
 public struct ReadContext {
     let db: SQLiteConnection
 
-    static let installColumns = "model_id, kind, state, catalog_version, path, total_bytes, created_at, updated_at, installed_at, last_error"
+    static let installColumns = "model_id, kind, state, catalog_version, path, total_bytes, created_at, updated_at, installed_at, last_error, source"
 
     static func decodeInstall(_ row: SQLiteRow) -> InstallRecord? {
         guard let id = row[0].string, let kind = row[1].string.flatMap(ModelKind.init(rawValue:)),
@@ -12,7 +12,7 @@ public struct ReadContext {
         return InstallRecord(modelId: id, kind: kind, state: state, catalogVersion: Int(row[3].int64 ?? 0),
                              path: row[4].string, totalBytes: row[5].int64 ?? 0,
                              createdAt: row[6].double ?? 0, updatedAt: row[7].double ?? 0,
-                             installedAt: row[8].double, lastError: row[9].string)
+                             installedAt: row[8].double, lastError: row[9].string, source: row[10].string)
     }
 
     public func install(_ modelId: String) throws -> InstallRecord? {
@@ -100,14 +100,16 @@ public struct WriteContext {
     /// Inserts or replaces a model's record (its files are kept unless replaced).
     public func upsert(_ r: InstallRecord) throws {
         try db.query("""
-            INSERT INTO installs (model_id, kind, state, catalog_version, path, total_bytes, created_at, updated_at, installed_at, last_error)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO installs (model_id, kind, state, catalog_version, path, total_bytes, created_at, updated_at, installed_at, last_error, source)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(model_id) DO UPDATE SET kind = excluded.kind, state = excluded.state,
                 catalog_version = excluded.catalog_version, path = excluded.path, total_bytes = excluded.total_bytes,
-                updated_at = excluded.updated_at, installed_at = excluded.installed_at, last_error = excluded.last_error
+                updated_at = excluded.updated_at, installed_at = excluded.installed_at, last_error = excluded.last_error,
+                source = excluded.source
             """, [.text(r.modelId), .text(r.kind.rawValue), .text(r.state.rawValue), .integer(Int64(r.catalogVersion)),
                   r.path.map { .text($0) } ?? .null, .integer(r.totalBytes), .real(r.createdAt), .real(r.updatedAt),
-                  r.installedAt.map { .real($0) } ?? .null, r.lastError.map { .text($0) } ?? .null])
+                  r.installedAt.map { .real($0) } ?? .null, r.lastError.map { .text($0) } ?? .null,
+                  r.source.map { .text($0) } ?? .null])
     }
 
     /// Replaces every file row of a model.

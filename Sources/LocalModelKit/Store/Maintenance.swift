@@ -203,7 +203,7 @@ extension LocalModelEngine {
             if case .files(let b) = source { return b }
             return nil
         }).first else {
-            throw .noSource(modelId: model.id)
+            throw .noSource(modelId: model.id, kind: .files)
         }
         let url = MirrorRewrite.apply(options.mirror, to: base)
         let repairRoot = layout.partialPath(id: model.id) + ".repair"

@@ -32,11 +32,15 @@ public struct DownloadOptions: Sendable {
     public var mirror: String?
     /// Shortest interval between two progress events.
     public var progressInterval: Double = 0.25
+    /// Only sources of this kind are tried (`--source`); nil tries the catalog's sources in order.
+    public var source: SourceKind?
 
-    public init(policy: TransferPolicy = TransferPolicy(), mirror: String? = nil, progressInterval: Double = 0.25) {
+    public init(policy: TransferPolicy = TransferPolicy(), mirror: String? = nil, progressInterval: Double = 0.25,
+                source: SourceKind? = nil) {
         self.policy = policy
         self.mirror = mirror
         self.progressInterval = progressInterval
+        self.source = source
     }
 }
 
@@ -72,7 +76,10 @@ extension LocalModelEngine {
     /// - Returns: the install folder.
     public func downloadBlocking(modelId: String, options: DownloadOptions, cancellation: CancellationFlag,
                                  onEvent: @escaping (DownloadEvent) -> Void) throws(DownloadError) -> String {
-        guard let model = catalog.model(id: modelId) else { throw .unknownModel(modelId) }
+        guard let found = catalog.model(id: modelId) else { throw .unknownModel(modelId) }
+        // With a source asked for, sizes, partial data and the space check follow it.
+        let model = found.using(options.source)
+        guard !model.sources.isEmpty else { throw .noSource(modelId: modelId, kind: options.source) }
         onEvent(.phase(.resolve))
         let records: Records
         records = try open().records

@@ -10,7 +10,7 @@ extension DownloadRun {
     // MARK: Install (P1)
 
     /// Verified tree at `source` → `.staging/<id>` → final folder, then one transaction.
-    func install(from source: String, hashes: [String: String], finalPath: String) throws(DownloadError) -> String {
+    func install(from source: String, hashes: [String: String], finalPath: String, source used: ModelSource) throws(DownloadError) -> String {
         onEvent(.phase(.install))
         let staging = layout.stagingPath(id: id)
         let old = layout.stagingRoot + "/" + id + ".replaced"
@@ -56,7 +56,7 @@ extension DownloadRun {
                 let existing = try ctx.read.install(id)
                 try ctx.upsert(InstallRecord(modelId: id, kind: model.kind, state: .installed, catalogVersion: engine.catalog.catalogVersion,
                                              path: StoreLayout.relativeInstallPath(id: id, kind: model.kind), totalBytes: model.installedBytes, createdAt: existing?.createdAt ?? ctx.now,
-                                             updatedAt: ctx.now, installedAt: ctx.now, lastError: nil))
+                                             updatedAt: ctx.now, installedAt: ctx.now, lastError: nil, source: used.recordText))
                 try ctx.setFiles(id, model.files.map { f in
                     FileRecord(path: f.path, size: f.size, sha256: f.sha256, etag: validators[f.path]?.etag,
                                lastModified: validators[f.path]?.lastModified, bytesPresent: f.size, verifiedSha256: hashes[f.path])

@@ -135,10 +135,10 @@ final class DownloadRun {
                 switch source {
                 case .files(let base):
                     let hashes = try fetchFiles(baseURL: rewrite(base))
-                    return try install(from: layout.partialPath(id: id), hashes: hashes, finalPath: finalPath)
+                    return try install(from: layout.partialPath(id: id), hashes: hashes, finalPath: finalPath, source: source)
                 case .archive(let archive):
                     let hashes = try fetchArchive(archive)
-                    return try install(from: layout.stagingPath(id: id), hashes: hashes, finalPath: finalPath)
+                    return try install(from: layout.stagingPath(id: id), hashes: hashes, finalPath: finalPath, source: source)
                 }
             } catch {
                 switch error {
@@ -152,7 +152,7 @@ final class DownloadRun {
                 }
             }
         }
-        throw lastError ?? .noSource(modelId: id)
+        throw lastError ?? .noSource(modelId: id, kind: options.source)
     }
 
     func rewrite(_ url: String) -> String { MirrorRewrite.apply(options.mirror, to: url) }
