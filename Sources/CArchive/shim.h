@@ -17,6 +17,8 @@ int glasses_archive_read_support_filter_zstd(struct archive *a);
 int glasses_archive_read_support_format_tar(struct archive *a);
 int glasses_archive_read_support_format_zip(struct archive *a);
 int glasses_archive_read_open_filename(struct archive *a, const char *path, size_t block);
+int glasses_archive_read_open(struct archive *a, void *client, archive_open_callback *open,
+                              archive_read_callback *read, archive_close_callback *close);
 int glasses_archive_read_next_header(struct archive *a, struct archive_entry **entry);
 la_ssize_t glasses_archive_read_data(struct archive *a, void *buffer, size_t size);
 const char *glasses_archive_error_string(struct archive *a);

@@ -138,6 +138,9 @@ FORWARD(archive, int, archive_read_support_filter_zstd, ARCHIVE_FATAL, (struct a
 FORWARD(archive, int, archive_read_support_format_tar, ARCHIVE_FATAL, (struct archive *a), (a))
 FORWARD(archive, int, archive_read_support_format_zip, ARCHIVE_FATAL, (struct archive *a), (a))
 FORWARD(archive, int, archive_read_open_filename, ARCHIVE_FATAL, (struct archive *a, const char *path, size_t block), (a, path, block))
+FORWARD(archive, int, archive_read_open, ARCHIVE_FATAL,
+        (struct archive *a, void *client, archive_open_callback *open, archive_read_callback *read, archive_close_callback *close),
+        (a, client, open, read, close))
 FORWARD(archive, int, archive_read_next_header, ARCHIVE_FATAL, (struct archive *a, struct archive_entry **entry), (a, entry))
 FORWARD(archive, la_ssize_t, archive_read_data, ARCHIVE_FATAL, (struct archive *a, void *buffer, size_t size), (a, buffer, size))
 FORWARD(archive, const char *, archive_error_string, "libarchive is not loaded", (struct archive *a), (a))

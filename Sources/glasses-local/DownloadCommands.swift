@@ -85,6 +85,8 @@ final class ProgressPrinter {
         case .fileCompleted(let file): console.printJSON(["event": "file", "modelId": id, "file": .string(file)])
         case let .sourceFallback(failed, reason):
             console.printJSON(["event": "fallback", "modelId": id, "failedSource": .string(failed), "reason": .string(reason)])
+        case .skippedExtras(let entries):
+            console.printJSON(["event": "extras-skipped", "modelId": id, "entries": .array(entries.map(JSONValue.string))])
         case let .done(path, already):
             console.printJSON(["event": already ? "skipped" : "done", "modelId": id, "path": .string(path), "exitCode": 0])
         }
@@ -123,6 +125,9 @@ final class ProgressPrinter {
         case let .sourceFallback(failed, reason):
             clearBar()
             console.err("\(modelId): source \(failed) failed (\(reason)); trying the next source")
+        case .skippedExtras(let entries):
+            clearBar()
+            console.err("\(modelId): skipped \(entries.count) archive entr\(entries.count == 1 ? "y" : "ies") the catalog does not list: \(entries.prefix(5).joined(separator: ", "))")
         case .done: clearBar()
         }
     }

@@ -25,7 +25,6 @@ struct ArchiveSafetyTests {
         Hostile(kind: "symlink", names: "model/out"),
         Hostile(kind: "hardlink", names: "model/passwd"),
         Hostile(kind: "device", names: "model/null"),
-        Hostile(kind: "unlisted", names: "extra.bin"),
         Hostile(kind: "bomb", names: "weights.bin"),
         Hostile(kind: "entries", names: "entries"),
     ]
@@ -102,5 +101,51 @@ struct ArchiveSafetyTests {
         #expect(!Disk.exists(w.installFolder(id)) && Disk.tree(w.stagingRoot).isEmpty)
         #expect(try !w.isInstalled(id, catalog: catalog))
         try w.expectRecordsIntact(catalog: catalog)
+    }
+
+    /// A release tarball with extras beside the listed files, and its catalog.
+    static func releaseWithExtras(_ w: World, extra: (name: String, size: Int)) throws -> (catalog: String, tree: String) {
+        let src = w.root + "/release"
+        let tree = src + "/voice-1.0"
+        try FileManager.default.createDirectory(atPath: tree + "/voices", withIntermediateDirectories: true)
+        try Disk.randomBytes(200_000).write(to: URL(fileURLWithPath: tree + "/model.onnx"))
+        try Disk.randomBytes(3000).write(to: URL(fileURLWithPath: tree + "/voices/am_adam.bin"))
+        let files = try w.fileEntries(of: tree)   // the catalog lists these, not the extras
+        try Data("# Voice\n".utf8).write(to: URL(fileURLWithPath: tree + "/README.md"))
+        try Disk.randomBytes(extra.size).write(to: URL(fileURLWithPath: tree + "/" + extra.name))
+        try FileManager.default.createDirectory(atPath: w.nginx.mirror + "/archives", withIntermediateDirectories: true)
+        let tar = try World.tool("/usr/bin/env", ["tar", "-cjf", w.nginx.mirror + "/archives/release.tar.bz2", "-C", src, "voice-1.0"])
+        try #require(tar.status == 0, "\(tar)")
+        let installed = w.root + "/expected"
+        try FileManager.default.copyItem(atPath: tree, toPath: installed)
+        try FileManager.default.removeItem(atPath: installed + "/README.md")
+        try FileManager.default.removeItem(atPath: installed + "/" + extra.name)
+        return (try w.archiveCatalog(id: "release", archivePath: "archives/release.tar.bz2", files: files), installed)
+    }
+
+    @Test("a release tarball's extras (README, LICENSE) are skipped and reported — a --json event and the history — and the model installs")
+    func extrasAreSkipped() throws {
+        let w = try World(); defer { w.remove() }
+        let (catalog, expected) = try Self.releaseWithExtras(w, extra: (name: "LICENSE", size: 1200))
+        let r = try w.run(["download", "release", "--json"], catalog: catalog)
+        #expect(r.status == 0, "\(r)")
+        let events = r.stdoutLines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        let skipped = events.first { $0["event"] as? String == "extras-skipped" }
+        #expect((skipped?["entries"] as? [String])?.sorted() == ["LICENSE", "README.md"], "\(r.stdout)")
+        w.expectInstalledMatches("release", source: expected)
+        let history = try w.run(["history", "release"], catalog: catalog)
+        #expect(history.stdout.contains("skipped 2 archive entries the catalog does not list"), "\(history)")
+        let text = try w.run(["download", "release"], catalog: catalog)
+        #expect(text.status == 0, "\(text)")
+    }
+
+    @Test("an unlisted entry too big to be an extra (17 MiB) is refused: exit 4, nothing installed")
+    func bigExtraIsRefused() throws {
+        let w = try World(); defer { w.remove() }
+        let (catalog, _) = try Self.releaseWithExtras(w, extra: (name: "weights-v2.bin", size: 17 << 20))
+        let r = try w.run(["download", "release"], catalog: catalog)
+        #expect(r.status == 4 && r.stderr.contains("weights-v2.bin") && r.stderr.contains("too big to be a release's extra"), "\(r)")
+        #expect(!Disk.exists(w.installFolder("release")))
+        #expect(Disk.tree(w.stagingRoot).isEmpty, "\(w.leftovers)")
     }
 }

@@ -31,7 +31,7 @@ extension FileIO {
         public func unlock() { pthread_mutex_unlock(mutex) }
 
         /// Runs `body` holding the lock.
-        public func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        public func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
             lock()
             defer { unlock() }
             return try body()

@@ -21,6 +21,9 @@ public enum DownloadEvent: Sendable, Equatable {
     case fileCompleted(file: String)
     /// A source failed and the next one is tried.
     case sourceFallback(failed: String, reason: String)
+    /// Entries of a release archive the catalog does not list (a README, a LICENSE),
+    /// skipped: never installed, never a refusal.
+    case skippedExtras(entries: [String])
     /// Exactly once, after the install committed. `alreadyInstalled` when nothing was fetched.
     case done(path: String, alreadyInstalled: Bool)
 }

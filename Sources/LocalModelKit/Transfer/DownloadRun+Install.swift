@@ -63,7 +63,9 @@ extension DownloadRun {
                 })
                 try ctx.clearPartialFiles(id)
                 try ctx.release(id)
-                try ctx.append(.completed, modelId: id, detail: "installed \(model.installedBytes) bytes in \(finalPath)")
+                let extras = skippedExtras.isEmpty ? ""
+                    : "; skipped \(skippedExtras.count) archive entr\(skippedExtras.count == 1 ? "y" : "ies") the catalog does not list: \(skippedExtras.prefix(5).joined(separator: ", "))"
+                try ctx.append(.completed, modelId: id, detail: "installed \(model.installedBytes) bytes in \(finalPath) from \(used.recordText)" + extras)
             }
         } catch { throw io(error) }
         TestHooks.point("after-commit")

@@ -26,6 +26,8 @@ final class DownloadRun {
     private var lastPersisted = 0.0
     /// Server validators not yet written (see `persist`).
     private var pendingValidators: [FileRecord] = []
+    /// Archive entries the catalog does not list, skipped by the unpacking (for the history).
+    var skippedExtras: [String] = []
 
     init(engine: LocalModelEngine, model: CatalogModel, records: Records, options: DownloadOptions,
          cancellation: CancellationFlag, onEvent: @escaping (DownloadEvent) -> Void) {
@@ -183,26 +185,68 @@ final class DownloadRun {
         return hashes
     }
 
+    /// Downloads the archive and unpacks it while the bytes arrive (`ArchiveFeed`); the
+    /// unpacked tree counts only once the archive's SHA-256 matched. A stream that restarts
+    /// under the extractor is unpacked again from the verified file.
     private func fetchArchive(_ archive: ArchiveSource) throws(DownloadError) -> [String: String] {
         onEvent(.phase(.download))
         let url = rewrite(archive.url)
         let saved = (try? records.read { try $0.partialFiles(id) })?.first { $0.path == "@archive" }
         let request = FileRequest(name: FileIO.lastComponent(of: archive.url), url: url, partialPath: layout.partialArchivePath(id: id),
                                   boundary: layout.root, size: archive.size, sha256: archive.sha256, etag: saved?.etag, lastModified: saved?.lastModified)
-        let outcomes = try transfer([request], plainHTTP: allowPlainHTTP(url), validatorKey: "@archive")
-        if case .failed(let failure) = outcomes[0] { throw map(failure, request: request) }
-        onEvent(.phase(.verify))
-        onEvent(.phase(.unpack))
         let staging = layout.stagingPath(id: id)
         do {
             try layout.remove(staging)
             try layout.createDirectory(staging)
         } catch { throw io(error) }
+
+        let feed = ArchiveFeed(path: request.partialPath)
+        let unpacking = Unpacking()
+        let (files, flag) = (model.files, cancellation)
+        FileIO.startThread(name: "gl-unpack") {
+            unpacking.finish(Swift.Result { () throws(UnpackError) in
+                try ArchiveExtractor.extract(feed: feed, format: archive.format, stripComponents: archive.stripComponents,
+                                             into: staging, files: files, isCancelled: { flag.isCancelled })
+            })
+        }
+        let outcomes: [FileOutcome]
         do {
-            return try ArchiveExtractor.extract(archivePath: request.partialPath, format: archive.format,
-                                                stripComponents: archive.stripComponents, into: staging, files: model.files,
-                                                isCancelled: { self.cancellation.isCancelled })
+            outcomes = try transfer([request], plainHTTP: allowPlainHTTP(url), validatorKey: "@archive", feed: feed)
         } catch {
+            feed.abandon("the transfer could not run")
+            _ = unpacking.wait()
+            _ = try? layout.remove(staging)
+            throw error
+        }
+        if case .failed(let failure) = outcomes[0] {
+            feed.abandon("the download did not finish")
+            _ = unpacking.wait()
+            _ = try? layout.remove(staging)
+            throw map(failure, request: request)
+        }
+        // Every byte is on disk and matched the catalog's SHA-256.
+        feed.finish(at: archive.size)
+        onEvent(.phase(.verify))
+        onEvent(.phase(.unpack))
+        TestHooks.point("unpack")
+        var result = unpacking.wait()
+        if case .failure(.abandoned) = result {
+            do {
+                try layout.remove(staging)
+                try layout.createDirectory(staging)
+            } catch { throw io(error) }
+            result = Swift.Result { () throws(UnpackError) in
+                try ArchiveExtractor.extract(archivePath: request.partialPath, format: archive.format,
+                                             stripComponents: archive.stripComponents, into: staging, files: model.files,
+                                             isCancelled: { self.cancellation.isCancelled })
+            }
+        }
+        switch result {
+        case .success(let extracted):
+            skippedExtras = extracted.skipped
+            if !extracted.skipped.isEmpty { onEvent(.skippedExtras(entries: extracted.skipped)) }
+            return extracted.hashes
+        case .failure(let error):
             _ = try? layout.remove(staging)
             switch error {
             case .cancelled: throw .cancelled(modelId: id, keptBytes: archive.size)
@@ -217,20 +261,24 @@ final class DownloadRun {
     }
 
     /// Runs a transfer session; its ticks carry the resume state, persisted in one place.
-    private func transfer(_ requests: [FileRequest], plainHTTP: Bool, validatorKey: String? = nil) throws(DownloadError) -> [FileOutcome] {
+    private func transfer(_ requests: [FileRequest], plainHTTP: Bool, validatorKey: String? = nil,
+                          feed: ArchiveFeed? = nil) throws(DownloadError) -> [FileOutcome] {
         let session = TransferSession(
             policy: options.policy, cancellation: cancellation, allowPlainHTTPRedirects: plainHTTP,
             tickInterval: options.progressInterval,
             onEvent: { [self] event in
                 switch event {
                 case .started: break
-                case let .restarted(file, reason): onEvent(.restarted(file: file, reason: reason))
+                case let .restarted(file, reason):
+                    feed?.abandon(reason)
+                    onEvent(.restarted(file: file, reason: reason))
                 case let .retry(file, attempt, cause, delay): onEvent(.retry(file: file, attempt: attempt, cause: cause, delay: delay))
                 case .stalled(let file): onEvent(.stall(file: file))
                 case .completed(let file, _): onEvent(.fileCompleted(file: file))
                 }
             },
             onTick: { [self] tick in
+                feed?.advance(to: tick.presentBytes)
                 persist(tick, validatorKey: validatorKey)
                 if tick.reason != .validators { progress(tick.presentBytes, tick.totalBytes) }
             })
@@ -299,5 +347,26 @@ final class DownloadRun {
             average = Double(total - first.bytes) / (monotonicSeconds() - first.time)
         }
         onEvent(.progress(bytes: total, total: total, fraction: 1.0, bytesPerSecond: max(0, average)))
+    }
+}
+
+/// The unpacking thread's answer, waited for by the download thread.
+private final class Unpacking: @unchecked Sendable {
+    // @unchecked: `result` is written once and read after, both under `lock`.
+    private let lock = FileIO.Lock()
+    private var result: Result<ArchiveExtractor.Result, UnpackError>?
+
+    func finish(_ value: Result<ArchiveExtractor.Result, UnpackError>) {
+        lock.withLock {
+            result = value
+            lock.broadcast()
+        }
+    }
+
+    func wait() -> Result<ArchiveExtractor.Result, UnpackError> {
+        lock.withLock {
+            while result == nil { lock.wait() }
+            return result ?? .failure(.abandoned("no answer"))
+        }
     }
 }

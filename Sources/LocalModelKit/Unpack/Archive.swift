@@ -14,8 +14,9 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
     case forbiddenEntry(path: String, type: String)
     /// An entry path that is absolute, has `..`, or would land outside the staging folder.
     case unsafePath(path: String, problem: String)
-    /// A file the catalog does not list (P7: only catalog files are installed).
-    case unexpectedFile(path: String)
+    /// A file the catalog does not list that is too big to be a release's extra (a README,
+    /// a LICENSE): extras are skipped, never installed (P7), but not read without bound.
+    case unlistedTooBig(path: String, size: Int64)
     /// A file whose size differs from the catalog's (or that would exceed it: a bomb).
     case sizeMismatch(path: String, expected: Int64, actual: Int64)
     case hashMismatch(path: String, expected: String, actual: String)
@@ -26,13 +27,15 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
     case noSpace(path: String)
     case system(SystemError)
     case cancelled
+    /// The bytes being unpacked stopped being the download's (it restarted or failed).
+    case abandoned(String)
 
     public var description: String {
         switch self {
         case .unreadable(let m): return "the archive cannot be read: \(m)"
         case let .forbiddenEntry(path, type): return "the archive holds a \(type) at \(path); only regular files and folders are accepted"
         case let .unsafePath(path, problem): return "the archive entry \(path) is unsafe: \(problem)"
-        case .unexpectedFile(let path): return "the archive holds \(path), which the catalog does not list"
+        case let .unlistedTooBig(path, size): return "the archive holds \(path) (\(size) bytes), which the catalog does not list and which is too big to be a release's extra file"
         case let .sizeMismatch(path, expected, actual): return "\(path) in the archive is \(actual) bytes, the catalog says \(expected)"
         case let .hashMismatch(path, expected, actual): return "\(path) in the archive has SHA-256 \(actual), the catalog says \(expected)"
         case .missingFiles(let paths): return "the archive lacks \(paths.count) catalog file(s), first: \(paths.first ?? "")"
@@ -40,6 +43,7 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
         case .noSpace(let path): return "no space left while extracting \(path)"
         case .system(let e): return e.message
         case .cancelled: return "extraction cancelled"
+        case .abandoned(let reason): return "unpacking stopped: \(reason)"
         }
     }
 }
@@ -53,15 +57,79 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
 /// (`FileIO.openFile(_:below:)`), so no entry can follow a link out of the staging root,
 /// and the bytes are hashed as they are written.
 public enum ArchiveExtractor {
-    /// - Returns: the SHA-256 of every extracted file, by catalog path.
+    /// What an extraction produced.
+    public struct Result: Sendable, Equatable {
+        /// The SHA-256 of every extracted file, by catalog path.
+        public var hashes: [String: String]
+        /// Entries the catalog does not list (a release's README, LICENSE), skipped.
+        public var skipped: [String]
+    }
+
+    /// The largest unlisted entry skipped (bigger ones are refused), and the most unlisted
+    /// bytes skipped in all: extras are small, and skipping still decompresses them.
+    static let maxExtraBytes: Int64 = 16 << 20
+    static let maxExtrasTotal: Int64 = 64 << 20
+
+    /// Extracts a complete archive file.
     public static func extract(archivePath: String, format: ArchiveFormat, stripComponents: Int,
                                into staging: String, files: [CatalogFile],
-                               isCancelled: () -> Bool = { false }) throws(UnpackError) -> [String: String] {
+                               isCancelled: () -> Bool = { false }) throws(UnpackError) -> Result {
+        let reader = try makeReader(format: format)
+        defer { glasses_archive_read_free(reader) }
+        guard glasses_archive_read_open_filename(reader, archivePath, 1 << 16) == ARCHIVE_OK else {
+            throw .unreadable(message(reader))
+        }
+        return try extract(reader, stripComponents: stripComponents, into: staging, files: files, isCancelled: isCancelled)
+    }
+
+    /// Extracts an archive while it downloads: the bytes come from `feed` as they reach
+    /// the disk. Call it on a thread of its own; it returns when the feed ends.
+    static func extract(feed: ArchiveFeed, format: ArchiveFormat, stripComponents: Int,
+                        into staging: String, files: [CatalogFile],
+                        isCancelled: () -> Bool = { false }) throws(UnpackError) -> Result {
+        let reader = try makeReader(format: format)
+        defer { glasses_archive_read_free(reader) }
+        let source = FeedSource(feed: feed)
+        let context = Unmanaged.passUnretained(source).toOpaque()
+        let rc = glasses_archive_read_open(reader, context, nil, { _, context, out in
+            guard let context, let out else { return -1 }
+            return Unmanaged<FeedSource>.fromOpaque(context).takeUnretainedValue().next(out)
+        }, nil)
+        guard rc == ARCHIVE_OK else { throw source.failure ?? .unreadable(message(reader)) }
+        do {
+            return try extract(reader, stripComponents: stripComponents, into: staging, files: files, isCancelled: isCancelled)
+        } catch {
+            // A read that failed because the feed was abandoned is that, not a damaged archive.
+            throw source.failure ?? error
+        }
+    }
+
+    /// libarchive's read callback over a feed: one buffer, refilled on each call.
+    private final class FeedSource {
+        let feed: ArchiveFeed
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        var failure: UnpackError?
+
+        init(feed: ArchiveFeed) { self.feed = feed }
+        deinit { buffer.deallocate() }
+
+        func next(_ out: UnsafeMutablePointer<UnsafeRawPointer?>) -> Int {
+            do {
+                let n = try feed.read(into: buffer)
+                out.pointee = UnsafeRawPointer(buffer.baseAddress)
+                return n
+            } catch {
+                failure = error
+                return -1
+            }
+        }
+    }
+
+    private static func makeReader(format: ArchiveFormat) throws(UnpackError) -> OpaquePointer {
         guard let reader = glasses_archive_read_new() else {
             let why = glasses_archive_load_error().map { String(cString: $0) } ?? "libarchive: out of memory"
             throw .system(SystemError(message: why, errno: ENOMEM))
         }
-        defer { glasses_archive_read_free(reader) }
         // Only the format and filter the catalog names (P8: less parser surface).
         switch format {
         case .tarBz2: glasses_archive_read_support_filter_bzip2(reader); glasses_archive_read_support_format_tar(reader)
@@ -71,12 +139,15 @@ public enum ArchiveExtractor {
         case .tar: glasses_archive_read_support_format_tar(reader)
         case .zip: glasses_archive_read_support_format_zip(reader)
         }
-        guard glasses_archive_read_open_filename(reader, archivePath, 1 << 16) == ARCHIVE_OK else {
-            throw .unreadable(message(reader))
-        }
+        return reader
+    }
 
+    private static func extract(_ reader: OpaquePointer, stripComponents: Int, into staging: String, files: [CatalogFile],
+                                isCancelled: () -> Bool) throws(UnpackError) -> Result {
         let expected = Dictionary(files.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         var hashes: [String: String] = [:]
+        var skipped: [String] = []
+        var skippedBytes: Int64 = 0
         var createdDirs: Set<String> = [""]
         let maxEntries = files.count * 2 + 1024
         var entries = 0
@@ -111,22 +182,28 @@ public enum ArchiveExtractor {
             if path.isEmpty { continue }
             if let problem = CatalogRules.pathProblem(path) { throw .unsafePath(path: rawPath, problem: problem) }
 
-            if type == S_IFDIR {
-                try makeDirectories(for: path + "/x", under: staging, created: &createdDirs)
+            // Folders are made for the files that need them, not for the archive's say-so.
+            if type == S_IFDIR { continue }
+            guard let file = expected[path] else {
+                // A release's extra (README, LICENSE): skipped (libarchive reads past it),
+                // reported, never installed. Confinement is the listed paths; integrity the
+                // archive's hash.
+                let size = glasses_archive_entry_size_is_set(entry) != 0 ? Int64(glasses_archive_entry_size(entry)) : maxExtraBytes + 1
+                skippedBytes += max(0, size)
+                if size > maxExtraBytes || skippedBytes > maxExtrasTotal { throw .unlistedTooBig(path: path, size: size) }
+                skipped.append(path)
                 continue
             }
-            guard let file = expected[path] else { throw .unexpectedFile(path: path) }
             if hashes[path] != nil { throw .unsafePath(path: rawPath, problem: "appears twice in the archive") }
             if glasses_archive_entry_size_is_set(entry) != 0, glasses_archive_entry_size(entry) != file.size {
                 throw .sizeMismatch(path: path, expected: file.size, actual: Int64(glasses_archive_entry_size(entry)))
             }
             try makeDirectories(for: path, under: staging, created: &createdDirs)
             hashes[path] = try writeEntry(reader, to: staging + "/" + path, under: staging, file: file, buffer: buffer, isCancelled: isCancelled)
-            TestHooks.point("unpack")
         }
         let missing = files.filter { hashes[$0.path] == nil }.map(\.path)
         if !missing.isEmpty { throw .missingFiles(missing) }
-        return hashes
+        return Result(hashes: hashes, skipped: skipped)
     }
 
     private static func writeEntry(_ reader: OpaquePointer, to full: String, under root: String, file: CatalogFile,
