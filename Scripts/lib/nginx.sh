@@ -1,20 +1,28 @@
 # Starts and stops a private nginx on 127.0.0.1 for Scripts/try and Scripts/bench.
-# Source it, then:  nginx_start <workdir> <docroot> [limit_rate]   → sets NGINX_PORT
+# Source it, then:  nginx_start <workdir> <docroot> [limit_rate] [delay_s]   → sets NGINX_PORT
+#   delay_s: wait that long before each answer (nginx's echo module, echo_sleep), to show
+#            what a real network's round trips cost; loopback has none.
 #                   nginx_stop <workdir>
 # Everything (config, pid, logs, temp folders) lives in <workdir>; the port is a free
 # one found by trying random high ports (no root needed, nothing system-wide touched).
 
 nginx_start() {
-  local work root="$2" rate="${3:-0}"
+  local work root="$2" rate="${3:-0}" delay="${4:-}"
   mkdir -p "$1" && work=$(cd "$1" && pwd)
   local nginx_bin
   nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
   [[ -x "$nginx_bin" ]] || { echo "nginx not found: run Scripts/bootstrap" >&2; return 1; }
   mkdir -p "$work/tmp" "$work/logs"
-  local attempt port
+  local attempt port load="" locations=""
+  if [[ -n "$delay" ]]; then
+    load="load_module /usr/lib/nginx/modules/ngx_http_echo_module.so;"
+    locations="location / { echo_sleep $delay; echo_exec @file; }
+    location @file { }"
+  fi
   for attempt in $(seq 1 20); do
     port=$((20000 + RANDOM % 40000))
     cat > "$work/nginx.conf" <<CONF
+$load
 worker_processes 1;
 daemon on;
 pid $work/nginx.pid;
@@ -33,6 +41,7 @@ http {
     listen 127.0.0.1:$port;
     root $root;
     limit_rate $rate;
+    $locations
   }
 }
 CONF

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 let downloadOptions: [OptionSpec] = [
-    OptionSpec(name: "--parallel", valueName: "N", help: "Files fetched at once (default 4)."),
+    OptionSpec(name: "--parallel", valueName: "N", help: "Files fetched at once (default: 4, up to 16 when many files are small)."),
     OptionSpec(name: "--retries", valueName: "N", help: "Attempts in a row without progress before giving up (default 6)."),
     OptionSpec(name: "--retry-delay", valueName: "S", help: "First retry delay in seconds, doubled each time up to 60 (default 1)."),
 ]
@@ -167,6 +167,7 @@ enum TransferCommands {
         if let text = inv.value("--parallel") {
             guard let n = Int(text), (1...32).contains(n) else { throw .usage("--parallel must be 1…32, got '\(text)'", of: inv.command) }
             policy.parallelFiles = n
+            policy.adaptiveParallelism = false
         }
         if let text = inv.value("--retries") {
             guard let n = Int(text), (0...100).contains(n) else { throw .usage("--retries must be 0…100, got '\(text)'", of: inv.command) }

@@ -35,3 +35,26 @@ struct CancellationRaceTests {
         #expect(cancels.load(ordering: .relaxed) > 0, "the other thread really cancelled while handles came and went")
     }
 }
+
+/// The number of connections follows the work.
+@Suite("Transfer parallelism")
+struct TransferParallelismTests {
+    static func requests(_ sizes: [Int64]) -> [FileRequest] {
+        sizes.enumerated().map { FileRequest(name: "f\($0.offset)", url: "http://127.0.0.1/f", partialPath: "/x/f\($0.offset)",
+                                             boundary: "/x", size: $0.element, sha256: nil) }
+    }
+
+    @Test("many small files get more connections, a few big ones keep 4, --parallel N is N")
+    func parallelism() {
+        var policy = TransferPolicy(environment: [:])
+        #expect(policy.parallelism(for: Self.requests(Array(repeating: 40_000, count: 358))) == 16, "the voice bundle")
+        #expect(policy.parallelism(for: Self.requests(Array(repeating: 40_000, count: 20))) == 8)
+        #expect(policy.parallelism(for: Self.requests([4 << 30, 2 << 30, 1 << 20, 11_000])) == 4, "an LLM: a few big files")
+        policy.parallelFiles = 2
+        policy.adaptiveParallelism = false
+        #expect(policy.parallelism(for: Self.requests(Array(repeating: 40_000, count: 358))) == 2)
+        policy.adaptiveParallelism = true
+        policy.parallelFiles = 24
+        #expect(policy.parallelism(for: Self.requests(Array(repeating: 40_000, count: 358))) == 24, "never fewer than asked")
+    }
+}

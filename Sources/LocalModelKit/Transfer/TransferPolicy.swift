@@ -8,8 +8,14 @@ import Darwin
 /// How transfers behave: parallelism, timeouts, retries. Defaults suit a phone or a
 /// laptop on a flaky network; tests shrink the delays.
 public struct TransferPolicy: Sendable, Equatable {
-    /// Files of one model fetched at once.
+    /// Files of one model fetched at once: the number for big files, and every file when
+    /// `adaptiveParallelism` is off (`--parallel N`).
     public var parallelFiles = 4
+    /// Let the number of connections follow the work: many small files are mostly waiting
+    /// for round trips, so they get more connections (up to `maxParallelFiles`); a few big
+    /// files keep `parallelFiles`. Over HTTP/2 these are streams on one connection.
+    public var adaptiveParallelism = true
+    public var maxParallelFiles = 16
     /// Seconds under `lowSpeedLimitBytesPerSecond` before a transfer counts as stalled (P4).
     public var stallTimeout: Double = 30
     public var lowSpeedLimitBytesPerSecond = 1024
@@ -36,6 +42,14 @@ public struct TransferPolicy: Sendable, Equatable {
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         caFile = [environment["EXTENTOS_CA_FILE"], environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]]
             .compactMap { $0 }.first { !$0.isEmpty }
+    }
+
+    /// Files fetched at once for these requests (see `adaptiveParallelism`).
+    func parallelism(for requests: [FileRequest]) -> Int {
+        guard adaptiveParallelism else { return max(1, parallelFiles) }
+        let small = requests.reduce(0) { $0 + ($1.size < 1 << 20 ? 1 : 0) }
+        let wanted = small >= 64 ? 16 : (small >= 16 ? 8 : parallelFiles)
+        return max(1, min(max(parallelFiles, wanted), max(parallelFiles, maxParallelFiles)))
     }
 
     /// Backoff before attempt `n` (1-based) of a file, without `Retry-After`.

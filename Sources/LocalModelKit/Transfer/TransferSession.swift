@@ -63,6 +63,7 @@ final class TransferSession {
         var active: [Int: FileJob] = [:]
         var spareHandles: [CurlEasy] = []
         var lastTick = 0.0
+        let parallel = policy.parallelism(for: requests)
 
         // Existing partials are hashed once (resume base) before any network traffic, so the
         // first tick already counts them.
@@ -81,7 +82,7 @@ final class TransferSession {
             let now = monotonicSeconds()
             // Start what can start.
             var index = 0
-            while active.count < policy.parallelFiles && index < queue.count {
+            while active.count < parallel && index < queue.count {
                 let job = queue[index]
                 if job.outcome != nil { queue.remove(at: index); continue }
                 guard job.notBefore <= now else { index += 1; continue }
