@@ -78,6 +78,7 @@ final class CurlEasy {
     /// Resets per-attempt options, keeping the connection cache.
     func reset() {
         glasses_curl_easy_reset(handle)
+        refusedOption = nil
         if let headerList { glasses_curl_slist_free_all(headerList) }
         headerList = nil
         installCallbacks()
@@ -118,9 +119,14 @@ final class CurlEasy {
         set(CURLOPT_NOSIGNAL, 1)
     }
 
-    /// A `setopt` that cannot fail for a valid option is a programming error if it does.
+    /// The first option libcurl refused since the last `reset`; `configure` reports it.
+    private var refusedOption: String?
+
+    /// Records a refused option (never a trap: a libcurl that refuses one is reported as a
+    /// failed transfer, P12).
     private func check(_ code: CURLcode, _ what: String) {
-        precondition(code == CURLE_OK, "curl_easy_setopt(\(what)) failed: \(String(cString: glasses_curl_easy_strerror(code)))")
+        guard code != CURLE_OK, refusedOption == nil else { return }
+        refusedOption = "libcurl refused the option \(what): \(String(cString: glasses_curl_easy_strerror(code)))"
     }
 
     private func set(_ option: CURLoption, _ value: Int) { check(glasses_easy_setopt_long(handle, option, value), "\(option)") }
@@ -130,7 +136,9 @@ final class CurlEasy {
 
     // MARK: Options the transfer logic uses
 
-    func configure(url: String, resumeFrom offset: Int64, headers: [String], policy: TransferPolicy, allowPlainHTTPRedirects: Bool) {
+    /// Sets up the next transfer. Throws when libcurl refused an option the transfer needs.
+    func configure(url: String, resumeFrom offset: Int64, headers: [String], policy: TransferPolicy,
+                   allowPlainHTTPRedirects: Bool) throws(TransferFault) {
         set(CURLOPT_URL, string: url)
         // Only https (and http for loopback tests/mirrors); redirects never downgrade.
         set(CURLOPT_PROTOCOLS_STR, string: "https,http")
@@ -143,8 +151,13 @@ final class CurlEasy {
         set(CURLOPT_CONNECTTIMEOUT_MS, Int(clamping: ExternalNumber.int64(clamping: (policy.connectTimeout * 1000).rounded(.up)) ?? 0))
         set(CURLOPT_LOW_SPEED_LIMIT, policy.lowSpeedLimitBytesPerSecond)
         set(CURLOPT_LOW_SPEED_TIME, max(1, Int(clamping: ExternalNumber.int64(clamping: policy.stallTimeout.rounded(.up)) ?? 1)))
-        set(CURLOPT_BUFFERSIZE, 256 * 1024)
+        // A hint: libcurl 7.88 refuses a new size once a handle has its buffer (a handle reused
+        // after an HTTP/2 transfer), and the default then serves.
+        _ = glasses_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 256 * 1024)
         set(CURLOPT_TCP_KEEPALIVE, 1)
+        // Wait for a connection being set up rather than open another: where the server
+        // offers HTTP/2, parallel files become streams on one connection.
+        set(CURLOPT_PIPEWAIT, 1)
         // The limit is for the whole download: each of the parallel connections gets its share.
         if let rate = policy.maxBytesPerSecond { set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: max(1, rate / Int64(max(1, policy.parallelFiles)))) }
         set(CURLOPT_USERAGENT, string: policy.userAgent)
@@ -155,6 +168,7 @@ final class CurlEasy {
         for header in headers { list = glasses_curl_slist_append(list, header) }
         headerList = list
         if let list { check(glasses_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, list), "HTTPHEADER") }
+        if let refusedOption { throw .setup(refusedOption) }
     }
 
     /// The last response's HTTP status.

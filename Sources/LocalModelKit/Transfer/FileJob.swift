@@ -200,8 +200,13 @@ final class FileJob: CurlEasyDelegate {
             }
         }
         easy.reset()
-        easy.configure(url: request.url, resumeFrom: onDisk, headers: headers, policy: session.policy,
-                       allowPlainHTTPRedirects: session.allowPlainHTTPRedirects)
+        do {
+            try easy.configure(url: request.url, resumeFrom: onDisk, headers: headers, policy: session.policy,
+                               allowPlainHTTPRedirects: session.allowPlainHTTPRedirects)
+        } catch {
+            finish(.failed(.refused(error.description, url: request.url)))
+            return false
+        }
         easy.delegate = self
         easy.tag = index
         self.easy = easy
