@@ -155,9 +155,10 @@ final class CurlEasy {
         // after an HTTP/2 transfer), and the default then serves.
         _ = glasses_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 256 * 1024)
         set(CURLOPT_TCP_KEEPALIVE, 1)
-        // Wait for a connection being set up rather than open another: where the server
-        // offers HTTP/2, parallel files become streams on one connection.
-        set(CURLOPT_PIPEWAIT, 1)
+        // Over https, wait for a connection being set up rather than open another: where the
+        // server offers HTTP/2 (ALPN), parallel files become streams on one connection. Plain
+        // http (loopback mirrors) never multiplexes, so nothing is worth waiting for there.
+        if url.lowercased().hasPrefix("https://") { set(CURLOPT_PIPEWAIT, 1) }
         // The limit is for the whole download: each of the parallel connections gets its share.
         if let rate = policy.maxBytesPerSecond { set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: max(1, rate / Int64(max(1, policy.parallelFiles)))) }
         set(CURLOPT_USERAGENT, string: policy.userAgent)
