@@ -38,23 +38,11 @@ struct ArchiveStreamingTests {
         return (tree, try w.fileEntries(of: tree), try #require(Disk.fileSize(archive)), try World.sha256sum(archive))
     }
 
-    /// A voice catalog with an archive source (its URL, size and hash given) then the per-file source.
+    /// The voice catalog over the Kokoro-shaped mirror, with the archive at `archiveURL`.
     static func catalog(_ w: World, files: [[String: Any]], archiveURL: String, archiveSize: Int64, sha: String,
                         name: String) throws -> String {
-        let doc: [String: Any] = [
-            "schemaVersion": 1, "catalogVersion": 1, "generatedAt": "2026-01-01T00:00:00Z",
-            "models": [[
-                "id": id, "kind": "voice", "displayName": "Kokoro English (11 voices)", "requiredMb": 600, "autoEligible": false,
-                "files": files,
-                "sources": [
-                    ["type": "archive", "url": archiveURL, "format": "tar.bz2", "size": archiveSize, "sha256": sha, "stripComponents": 1],
-                    ["type": "files", "baseURL": w.nginx.baseURL("kokoro")],
-                ],
-            ]],
-        ]
-        let path = w.root + "/catalogs/\(name).json"
-        try JSONSerialization.data(withJSONObject: doc, options: [.sortedKeys]).write(to: URL(fileURLWithPath: path))
-        return path
+        try w.voiceCatalog(id: id, displayName: "Kokoro English (11 voices)", files: files, archiveURL: archiveURL,
+                           archiveSize: archiveSize, archiveSHA256: sha, filesBaseURL: w.nginx.baseURL("kokoro"), name: name)
     }
 
     @Test("the Kokoro-shaped bundle installs through the archive and through the files to byte-identical trees")

@@ -458,3 +458,26 @@ extension Disk {
         Disk.tree(root).filter { $0.hasPrefix("l ") }.map(path(ofTreeLine:))
     }
 }
+
+extension World {
+    /// A catalog of one voice model with an archive source (tar.bz2, one folder stripped)
+    /// and then a per-file source, as the shipped Kokoro entry lists them.
+    func voiceCatalog(id: String, displayName: String, files: [[String: Any]], archiveURL: String, archiveSize: Int64,
+                      archiveSHA256: String, filesBaseURL: String, name: String) throws -> String {
+        let doc: [String: Any] = [
+            "schemaVersion": 1, "catalogVersion": 1, "generatedAt": "2026-01-01T00:00:00Z",
+            "models": [[
+                "id": id, "kind": "voice", "displayName": displayName, "requiredMb": 600, "autoEligible": false,
+                "files": files,
+                "sources": [
+                    ["type": "archive", "url": archiveURL, "format": "tar.bz2", "size": archiveSize, "sha256": archiveSHA256,
+                     "stripComponents": 1],
+                    ["type": "files", "baseURL": filesBaseURL],
+                ],
+            ]],
+        ]
+        let path = root + "/catalogs/\(name).json"
+        try JSONSerialization.data(withJSONObject: doc, options: [.sortedKeys]).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+}

@@ -29,21 +29,9 @@ struct VoiceCommandTests {
         let files = try w.fileEntries(of: tree)
         let sha = try World.sha256sum(archive)
         func write(slow: Bool) throws -> String {
-            let doc: [String: Any] = [
-                "schemaVersion": 1, "catalogVersion": 1, "generatedAt": "2026-01-01T00:00:00Z",
-                "models": [[
-                    "id": id, "kind": "voice", "displayName": "Test voice", "requiredMb": 300, "autoEligible": false,
-                    "files": files,
-                    "sources": [
-                        ["type": "archive", "url": w.nginx.origin + "/archives/kokoro-test.tar.bz2", "format": "tar.bz2",
-                         "size": size, "sha256": sha, "stripComponents": 1],
-                        ["type": "files", "baseURL": w.nginx.baseURL("kokoro-test", slow: slow)],
-                    ],
-                ]],
-            ]
-            let path = w.root + "/catalogs/voice\(slow ? "-slow" : "").json"
-            try JSONSerialization.data(withJSONObject: doc, options: [.prettyPrinted, .sortedKeys]).write(to: URL(fileURLWithPath: path))
-            return path
+            try w.voiceCatalog(id: id, displayName: "Test voice", files: files, archiveURL: w.nginx.origin + "/archives/kokoro-test.tar.bz2",
+                               archiveSize: size, archiveSHA256: sha, filesBaseURL: w.nginx.baseURL("kokoro-test", slow: slow),
+                               name: "voice" + (slow ? "-slow" : ""))
         }
         return (try write(slow: false), try write(slow: true), tree)
     }
