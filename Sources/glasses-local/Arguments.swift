@@ -59,8 +59,8 @@ struct Command: Sendable {
 }
 
 /// Every command, in the order help lists them.
-let allCommands: [Command] = QueryCommands.commands + TransferCommands.commands + VoiceCommands.commands
-    + [Doctor.command] + CatalogCommands.commands + [Completions.command]
+let allCommands: [Command] = QueryCommands.commands + TransferCommands.commands + [PrefetchCommand.command]
+    + VoiceCommands.commands + [Doctor.command] + CatalogCommands.commands + [Completions.command]
 
 /// Options that every command accepts, before or after the command name.
 let globalOptions: [OptionSpec] = [

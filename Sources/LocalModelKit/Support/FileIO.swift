@@ -268,6 +268,14 @@ public enum FileIO {
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
+    /// Seconds after local midnight (the system's time zone).
+    public static func localSecondOfDay() -> Int {
+        var t = time(nil)
+        var parts = tm()
+        guard localtime_r(&t, &parts) != nil else { return Int(t % 86_400) }
+        return Int(parts.tm_hour) * 3600 + Int(parts.tm_min) * 60 + Int(parts.tm_sec)
+    }
+
     /// Seconds on a clock that never jumps (CLOCK_MONOTONIC).
     public static func monotonicSeconds() -> Double {
         var ts = timespec()

@@ -1,0 +1,202 @@
+import GlassesCore
+
+/// What an unattended prefetch may do: the rules of the DESIGN's "Prefetch" section.
+public struct PrefetchPolicy: Sendable {
+    /// Never leave less than this free after a download (MiB).
+    public var minFreeMb: Int64 = 0
+    /// A byte budget for this run; a model needing more is left for a later run.
+    public var maxBytes: Int64?
+    /// Only inside this local-time window; a download still running when it closes stops.
+    public var window: TimeWindow?
+    /// Only on mains power.
+    public var requireAC = false
+    /// Only while the 1-minute load average is under this.
+    public var maxLoad: Double?
+    /// A random delay of up to this many seconds before any network use.
+    public var jitterSeconds: Double = 0
+    /// Also the voice model.
+    public var includeVoice = false
+    /// Say what would happen and why; touch nothing.
+    public var dryRun = false
+
+    public init() {}
+}
+
+/// What a prefetch reports, one line each.
+public enum PrefetchEvent: Sendable, Equatable {
+    /// A condition stopped the run before any network use: the condition and the value seen.
+    case stopped(String)
+    /// Nothing to fetch, and why.
+    case nothingToDo(String)
+    case skipped(modelId: String, reason: String)
+    /// `--dry-run`: this would be fetched.
+    case wouldFetch(modelId: String, missingBytes: Int64)
+    case waiting(seconds: Double)
+    case fetching(modelId: String, missingBytes: Int64)
+    case fetched(modelId: String, path: String)
+    /// The window closed mid-download: stopped cleanly, partial data kept.
+    case windowClosed(modelId: String, window: TimeWindow, keptBytes: Int64)
+}
+
+/// How a prefetch ended.
+public enum PrefetchOutcome: Sendable, Equatable {
+    /// Another prefetch holds the store-wide lock; nothing was done.
+    case alreadyRunning
+    /// Ran to its end (fetched what it could, or stopped by a condition or the window).
+    case finished(fetched: [String])
+}
+
+extension LocalModelEngine {
+    /// The models a prefetch would fetch: `autoChoice()`'s download target, and the voice
+    /// with `includeVoice`; or why there is nothing.
+    public func prefetchTargets(includeVoice: Bool) throws(LocalModelError) -> (targets: [CatalogModel], why: String?) {
+        let decision: AutoDecision
+        do { decision = try autoChoice() } catch { throw .wrap(error) }
+        var targets: [CatalogModel] = []
+        if let id = decision.downloadTarget, let model = catalog.model(id: id) { targets.append(model) }
+        if includeVoice, let voice = catalog.models.first(where: { $0.kind == .voice }) {
+            let installed: Bool
+            do { installed = try status(of: voice.id).isInstalled } catch { throw .wrap(error) }
+            if !installed { targets.append(voice) }
+        }
+        guard targets.isEmpty else { return (targets, nil) }
+        let why: String
+        if let id = decision.modelId {
+            why = "autoChoice runs \(id), which is installed; nothing to download"
+        } else {
+            why = "autoChoice answers cloud (\(decision.cloudReason?.rawValue ?? "no reason")) with no download target"
+        }
+        return (targets, includeVoice ? why + "; the voice is installed" : why)
+    }
+
+    /// Runs one unattended prefetch under the store-wide prefetch lock. Conditions are
+    /// checked before any network use; downloads go through `downloadBlocking`, the one path.
+    public func prefetch(policy: PrefetchPolicy, conditions probe: PrefetchConditionsProbe, options: DownloadOptions,
+                         cancellation: CancellationFlag, onEvent: @escaping (PrefetchEvent) -> Void,
+                         onDownload: @escaping (DownloadEvent) -> Void) throws(LocalModelError) -> PrefetchOutcome {
+        // The lock: a dry run takes none (it touches nothing); a second run leaves at once.
+        let lock = FileLock(path: layout.locksRoot + "/@prefetch.lock")
+        if !policy.dryRun {
+            do {
+                try layout.createFolders()
+                guard try lock.tryLock() else { return .alreadyRunning }
+            } catch { throw .wrap(error) }
+        }
+        defer { lock.unlock() }
+        var fetched: [String] = []
+        var summary: [String] = []
+        defer {
+            if !policy.dryRun {
+                try? open().records.append(.prefetch, modelId: nil, detail: summary.isEmpty ? "nothing done" : summary.joined(separator: "; "))
+            }
+        }
+
+        // Conditions, before any network use.
+        let now = probe.read()
+        if let window = policy.window, window.secondsLeft(atSecondOfDay: now.secondOfDay) == nil {
+            let why = "outside the window \(window): it is \(now.clock)"
+            summary.append("stopped: " + why); onEvent(.stopped(why))
+            return .finished(fetched: [])
+        }
+        if policy.requireAC, now.power == .battery {
+            let why = "on battery (\(now.powerSource)); --require-ac waits for mains power"
+            summary.append("stopped: " + why); onEvent(.stopped(why))
+            return .finished(fetched: [])
+        }
+        if let maxLoad = policy.maxLoad, let load = now.load1, load >= maxLoad {
+            let why = "the 1-minute load average is \(load), not under --max-load \(maxLoad)"
+            summary.append("stopped: " + why); onEvent(.stopped(why))
+            return .finished(fetched: [])
+        }
+
+        let (targets, why) = try prefetchTargets(includeVoice: policy.includeVoice)
+        if let why {
+            summary.append(why); onEvent(.nothingToDo(why))
+            return .finished(fetched: [])
+        }
+
+        if policy.jitterSeconds > 0 && !policy.dryRun {
+            let delay = Double.random(in: 0...policy.jitterSeconds)
+            onEvent(.waiting(seconds: delay))
+            let until = FileIO.monotonicSeconds() + delay
+            while FileIO.monotonicSeconds() < until {
+                if cancellation.isCancelled { throw .cancelled(modelId: targets[0].id, keptBytes: 0) }
+                FileIO.pause(microseconds: 100_000)
+            }
+        }
+
+        var budgetLeft = policy.maxBytes
+        for model in targets {
+            let status: ModelStatus
+            do { status = try self.status(of: model.id) } catch { throw .wrap(error) }
+            let missing = max(0, model.downloadBytes - status.fit.presentBytes)
+            if let left = budgetLeft, missing > left {
+                let reason = "needs \(missing) more bytes, \(left) left of --max-bytes; left for a later run (its \(status.fit.presentBytes) bytes on disk are kept)"
+                summary.append("\(model.id) skipped: " + reason); onEvent(.skipped(modelId: model.id, reason: reason))
+                continue
+            }
+            let freeAfter = status.fit.availableBytes - status.fit.requiredBytes
+            if freeAfter < policy.minFreeMb << 20 {
+                let reason = "would leave \(max(0, freeAfter) >> 20) MiB free, under the --min-free-mb \(policy.minFreeMb) floor"
+                summary.append("\(model.id) skipped: " + reason); onEvent(.skipped(modelId: model.id, reason: reason))
+                continue
+            }
+            if policy.dryRun {
+                onEvent(.wouldFetch(modelId: model.id, missingBytes: missing))
+                budgetLeft = budgetLeft.map { $0 - missing }
+                continue
+            }
+            onEvent(.fetching(modelId: model.id, missingBytes: missing))
+            // The window is watched while the download runs: when it closes, the download
+            // stops as an interrupt does (partial data kept) and the run ends cleanly.
+            let flag = CancellationFlag()
+            let watch = WindowWatch()
+            FileIO.startThread(name: "gl-prefetch") {
+                while !watch.isDone {
+                    if cancellation.isCancelled { flag.cancel() }
+                    if let window = policy.window, window.secondsLeft(atSecondOfDay: probe.secondOfDay()) == nil {
+                        watch.closed()
+                        flag.cancel()
+                    }
+                    FileIO.pause(microseconds: 100_000)
+                }
+            }
+            defer { watch.done() }
+            do throws(LocalModelError) {
+                let path = try downloadBlocking(modelId: model.id, options: options, cancellation: flag, onEvent: onDownload)
+                fetched.append(model.id)
+                summary.append("\(model.id) fetched")
+                onEvent(.fetched(modelId: model.id, path: path))
+                budgetLeft = budgetLeft.map { $0 - missing }
+            } catch {
+                switch error {
+                case .cancelled(_, let kept) where watch.didClose:
+                    guard let window = policy.window else { throw error }
+                    summary.append("\(model.id): the window \(window) closed; \(kept) bytes kept")
+                    onEvent(.windowClosed(modelId: model.id, window: window, keptBytes: kept))
+                    return .finished(fetched: fetched)
+                case .busy:
+                    let reason = "another process is downloading it"
+                    summary.append("\(model.id) skipped: " + reason); onEvent(.skipped(modelId: model.id, reason: reason))
+                default:
+                    summary.append("\(model.id) failed: \(error.code.rawValue)")
+                    throw error
+                }
+            }
+        }
+        return .finished(fetched: fetched)
+    }
+}
+
+/// The window watcher's state, shared by the download thread and the watcher.
+private final class WindowWatch: @unchecked Sendable {
+    // @unchecked: both flags are read and written under `lock`.
+    private let lock = FileIO.Lock()
+    private var finished = false
+    private var windowClosed = false
+
+    var isDone: Bool { lock.withLock { finished } }
+    var didClose: Bool { lock.withLock { windowClosed } }
+    func done() { lock.withLock { finished = true } }
+    func closed() { lock.withLock { windowClosed = true } }
+}

@@ -1,0 +1,115 @@
+import LocalModelKit
+
+/// `glasses-local prefetch`: what cron or a systemd timer runs at night, so the model
+/// `autoChoice()` wants is on disk when the app starts. One file over the engine's
+/// `prefetch` (itself over the one download path); plain lines, JSON lines with --json,
+/// nothing but failures with --quiet.
+enum PrefetchCommand {
+    static let command = Command(
+        spec: CommandSpec(name: "prefetch", abstract: "Download what autoChoice wants, unattended, within a policy (for cron or a systemd timer).",
+                          discussion: "Downloads autoChoice's download target (and the voice with --include-voice), or nothing, saying why. Each condition that stops a run is one line naming it and the value seen. Exits 0 when done, when there is nothing to do, when a condition stopped it, when the window closed mid-download (the partial data is kept) and when another prefetch is running; 75 on a transient failure, so the scheduler retries later; the other statuses as for download. Overrides for tests: EXTENTOS_NOW, EXTENTOS_POWER_SUPPLY_DIR, EXTENTOS_LOADAVG.",
+                          options: [
+                              OptionSpec(name: "--min-free-mb", valueName: "N", help: "Never leave less than N MiB free after a download."),
+                              OptionSpec(name: "--max-bytes", valueName: "N", help: "Fetch at most N bytes in this run; a bigger model waits (its partial data is kept)."),
+                              OptionSpec(name: "--window", valueName: "HH:MM-HH:MM", help: "Only in this local-time window (across midnight works); a download still running when it closes stops cleanly."),
+                              OptionSpec(name: "--require-ac", valueName: nil, help: "Only on mains power (a machine without a battery counts as on mains)."),
+                              OptionSpec(name: "--max-load", valueName: "L", help: "Only while the 1-minute load average is under L."),
+                              OptionSpec(name: "--jitter", valueName: "S", help: "Wait a random 0…S seconds before any network use."),
+                              OptionSpec(name: "--rate-limit", valueName: "BYTES_PER_S", help: "At most this many bytes a second."),
+                              OptionSpec(name: "--include-voice", valueName: nil, help: "Also the voice model."),
+                              OptionSpec(name: "--dry-run", valueName: nil, help: "Say what would happen and why; touch nothing."),
+                          ] + downloadOptions,
+                          usage: "glasses-local prefetch [--window HH:MM-HH:MM] [--max-bytes N] [--min-free-mb N] [--require-ac] [--max-load L] [--jitter S] [--rate-limit BYTES_PER_S] [--include-voice] [--dry-run]"),
+        run: run)
+
+    static func policy(_ context: CommandContext) throws(CLIError) -> PrefetchPolicy {
+        let inv = context.invocation
+        func number(_ name: String, _ range: ClosedRange<Int64>) throws(CLIError) -> Int64? {
+            guard let text = inv.value(name) else { return nil }
+            guard let n = ExternalNumber.decimal(text), range.contains(n) else {
+                throw .usage("\(name) must be a whole number \(range.lowerBound)…\(range.upperBound), got '\(text.prefix(40))'", of: inv.command)
+            }
+            return n
+        }
+        func seconds(_ name: String, _ max: Double) throws(CLIError) -> Double? {
+            guard let text = inv.value(name) else { return nil }
+            guard let s = Double(text), s >= 0, s <= max else {
+                throw .usage("\(name) must be 0…\(Int(max)), got '\(text.prefix(40))'", of: inv.command)
+            }
+            return s
+        }
+        var policy = PrefetchPolicy()
+        policy.minFreeMb = try number("--min-free-mb", 0...(1 << 40)) ?? 0
+        policy.maxBytes = try number("--max-bytes", 0...(1 << 50))
+        if let text = inv.value("--window") {
+            guard let window = TimeWindow(text) else {
+                throw .usage("--window must be HH:MM-HH:MM in local time (22:00-06:00 runs across midnight), got '\(text.prefix(40))'", of: inv.command)
+            }
+            policy.window = window
+        }
+        policy.requireAC = inv.flag("--require-ac")
+        policy.maxLoad = try seconds("--max-load", 10_000)
+        policy.jitterSeconds = try seconds("--jitter", 86_400) ?? 0
+        policy.includeVoice = inv.flag("--include-voice")
+        policy.dryRun = inv.flag("--dry-run")
+        return policy
+    }
+
+    static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let policy = try policy(context)
+        var options = try TransferCommands.options(context)
+        if let text = context.invocation.value("--rate-limit") {
+            guard let rate = ExternalNumber.decimal(text), rate >= 1024 else {
+                throw .usage("--rate-limit must be a whole number of bytes a second, at least 1024, got '\(text.prefix(40))'", of: context.invocation.command)
+            }
+            options.policy.maxBytesPerSecond = rate
+        }
+        let engine = try context.engine()
+        let probe = PrefetchConditionsProbe(environment: context.environment)
+        let c = context.console
+        for problem in probe.overrideProblems() where !c.quiet { c.err("warning: \(problem)") }
+        func line(_ event: String, _ text: String, _ fields: [(String, JSONValue)] = []) {
+            if c.json {
+                c.printJSON(.object([("event", .string(event))] + fields + [("message", .string(text))]))
+            } else if !c.quiet {
+                c.out("prefetch: " + text)
+            }
+        }
+        let interrupt = InterruptHandler()
+        do {
+            let outcome = try engine.prefetch(policy: policy, conditions: probe, options: options, cancellation: interrupt.flag,
+                onEvent: { event in
+                    switch event {
+                    case .stopped(let why): line("stopped", "not now: " + why)
+                    case .nothingToDo(let why): line("nothing", "nothing to fetch: " + why)
+                    case let .skipped(id, reason): line("skipped", "\(id) skipped: \(reason)", [("modelId", .string(id))])
+                    case let .wouldFetch(id, missing):
+                        line("would-fetch", "would fetch \(id) (\(Format.bytes(missing)) missing)", [("modelId", .string(id)), ("missingBytes", .int(missing))])
+                    case .waiting(let s): line("jitter", "waiting \(Format.fixed(s, decimals: 1)) s first (--jitter)", [("seconds", .double(s))])
+                    case let .fetching(id, missing):
+                        line("fetching", "fetching \(id) (\(Format.bytes(missing)) missing)", [("modelId", .string(id)), ("missingBytes", .int(missing))])
+                    case let .fetched(id, path): line("fetched", "\(id) installed in \(path)", [("modelId", .string(id)), ("path", .string(path))])
+                    case let .windowClosed(id, window, kept):
+                        line("window-closed", "the window \(window) closed; \(id) stopped cleanly, \(Format.bytes(kept)) kept for the next run",
+                             [("modelId", .string(id)), ("keptBytes", .int(kept))])
+                    }
+                },
+                onDownload: { event in
+                    switch event {
+                    case let .retry(file, attempt, cause, _): line("retry", "\(file): \(cause); retry \(attempt)")
+                    case let .restarted(file, reason): line("restart", "\(file): starting over (\(reason))")
+                    case let .sourceFallback(failed, reason): line("fallback", "source \(failed) failed (\(reason)); trying the next")
+                    case .skippedExtras(let entries): line("extras-skipped", "skipped \(entries.count) archive entries the catalog does not list")
+                    case .phase, .progress, .stall, .fileCompleted, .done: break
+                    }
+                })
+            if outcome == .alreadyRunning { line("already-running", "another prefetch is running; this one does nothing") }
+            return .ok
+        } catch {
+            let cli = CLIError(error)
+            if c.json { c.printJSON(.object([("event", "error")] + cli.fields)) }
+            c.err("Error: \(cli.message)")
+            return cli.exitCode
+        }
+    }
+}

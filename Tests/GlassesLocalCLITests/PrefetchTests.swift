@@ -1,0 +1,184 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `glasses-local prefetch` as cron runs it, through the built binary against nginx. The
+/// clock, the power supply and the load come from the documented overrides
+/// (EXTENTOS_NOW, EXTENTOS_POWER_SUPPLY_DIR, EXTENTOS_LOADAVG); everything else is real.
+@Suite("Prefetch, unattended")
+struct PrefetchTests {
+    static let id = "pf"
+    /// A device on which autoChoice wants `pf` (8 GiB: class budget 4 GiB, 6 GiB free now).
+    static let device = ["EXTENTOS_MEMORY_MB": "8192", "EXTENTOS_MEMORY_AVAILABLE_MB": "6000"]
+
+    struct Setup {
+        let w: World
+        let catalog: String
+        let slow: String
+        init() throws {
+            let world = try World()
+            try world.addModel("pf", files: [("weights.bin", 1 << 20), ("config.json", 600)])
+            catalog = try Self.make(world, slow: false)
+            slow = try Self.make(world, slow: true)
+            w = world
+        }
+
+        static func make(_ w: World, slow: Bool) throws -> String {
+            let r = try w.run(["catalog", "hash", w.nginx.mirror + "/pf", "--id", PrefetchTests.id, "--base-url", w.nginx.baseURL("pf", slow: slow),
+                               "--required-mb", "1000", "--auto-eligible"], catalog: nil)
+            try #require(r.status == 0, "\(r)")
+            let path = w.root + "/catalogs/pf-\(slow ? "slow" : "fast").json"
+            try r.stdout.write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+
+        func prefetch(_ args: [String], catalog: String? = nil, env: [String: String] = [:]) throws -> CLIResult {
+            try w.run(["prefetch"] + args, catalog: catalog ?? self.catalog, env: PrefetchTests.device.merging(env) { $1 })
+        }
+
+        func installed() throws -> Bool { try w.isInstalled(PrefetchTests.id, catalog: catalog) }
+
+        func history() throws -> String { try w.run(["history"], catalog: catalog).stdout }
+    }
+
+    @Test("inside the window it fetches what autoChoice wants; outside it says so and touches no network; across midnight works",
+          arguments: [("01:00-06:00", "12:00:00", false), ("01:00-06:00", "05:30:00", true), ("22:00-06:00", "23:30:00", true),
+                      ("22:00-06:00", "03:00:00", true), ("22:00-06:00", "07:00:00", false)])
+    func window(window: String, now: String, inside: Bool) throws {
+        let s = try Setup(); defer { s.w.remove() }
+        let r = try s.prefetch(["--window", window], env: ["EXTENTOS_NOW": "2026-12-01T" + now])
+        #expect(r.status == 0, "\(r)")
+        if inside {
+            #expect(r.stdout.contains("prefetch: fetching pf") && r.stdout.contains("prefetch: pf installed in"), "\(r)")
+            #expect(try s.installed())
+        } else {
+            #expect(r.stdout == "prefetch: not now: outside the window \(window): it is \(now)\n", "one line naming the condition and the value: \(r)")
+            #expect(try s.w.nginx.accessLog().isEmpty && (!s.installed()))
+        }
+        #expect(try s.history().contains("prefetch"), "every run leaves a history event")
+    }
+
+    @Test("the window closes mid-download: the partial is kept, exit 0 with a line; the next run resumes")
+    func windowClosesMidDownload() throws {
+        let s = try Setup(); defer { s.w.remove() }
+        let r = try s.prefetch(["--window", "01:00-06:00"], catalog: s.slow, env: ["EXTENTOS_NOW": "2026-12-01T05:59:59"])
+        #expect(r.status == 0 && r.stdout.contains("the window 01:00-06:00 closed; pf stopped cleanly"), "\(r)")
+        let kept = s.w.bytesUnder(s.w.partialRoot + "/pf")
+        #expect(try kept > 0 && (!s.installed()), "partial kept: \(s.w.leftovers)")
+        s.w.nginx.clearLog()
+        let again = try s.prefetch(["--window", "01:00-06:00"], env: ["EXTENTOS_NOW": "2026-12-01T02:00:00"])
+        #expect(try again.status == 0 && (s.installed()), "\(again)")
+        let resumed = s.w.nginx.accessLog().filter { $0.path.hasSuffix("/weights.bin") }
+        #expect(resumed.count == 1 && (resumed.first?.rangeStart ?? 0) > 0, "the next run resumes with Range: \(s.w.nginx.accessLog())")
+    }
+
+    @Test("a budget too small, and a free-space floor too high, leave the model for a later run (exit 0, one line each)")
+    func budgetAndFloor() throws {
+        let s = try Setup(); defer { s.w.remove() }
+        let budget = try s.prefetch(["--max-bytes", "1000"])
+        #expect(budget.status == 0 && budget.stdout.contains("pf skipped: needs \((1 << 20) + 600) more bytes, 1000 left of --max-bytes"), "\(budget)")
+        let floor = try s.prefetch(["--min-free-mb", "1099511627776"])
+        #expect(floor.status == 0 && floor.stdout.contains("pf skipped: would leave") && floor.stdout.contains("under the --min-free-mb"), "\(floor)")
+        #expect(try s.w.nginx.accessLog().isEmpty && (!s.installed()))
+    }
+
+    @Test("--require-ac: on battery it waits; on mains, or with no battery at all, it fetches", arguments: ["battery", "mains", "none"])
+    func power(supply: String) throws {
+        let s = try Setup(); defer { s.w.remove() }
+        let dir = s.w.root + "/power"
+        func supplyDir(_ name: String, _ files: [String: String]) throws {
+            try FileManager.default.createDirectory(atPath: dir + "/" + name, withIntermediateDirectories: true)
+            for (file, value) in files { try (value + "\n").write(toFile: dir + "/\(name)/\(file)", atomically: true, encoding: .utf8) }
+        }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        if supply != "none" {
+            try supplyDir("BAT0", ["type": "Battery", "status": supply == "battery" ? "Discharging" : "Charging"])
+            try supplyDir("AC", ["type": "Mains", "online": supply == "battery" ? "0" : "1"])
+        }
+        let r = try s.prefetch(["--require-ac"], env: ["EXTENTOS_POWER_SUPPLY_DIR": dir])
+        #expect(r.status == 0, "\(r)")
+        #expect(try s.installed() == (supply != "battery"), "\(r)")
+        if supply == "battery" { #expect(r.stdout.contains("not now: on battery"), "\(r)") }
+    }
+
+    @Test("--max-load: a busy machine waits, naming the load it saw")
+    func load() throws {
+        let s = try Setup(); defer { s.w.remove() }
+        let busy = try s.prefetch(["--max-load", "4"], env: ["EXTENTOS_LOADAVG": "9.5"])
+        #expect(busy.status == 0 && busy.stdout.contains("the 1-minute load average is 9.5, not under --max-load 4.0"), "\(busy)")
+        let idle = try s.prefetch(["--max-load", "4"], env: ["EXTENTOS_LOADAVG": "0.2"])
+        #expect(try idle.status == 0 && (s.installed()), "\(idle)")
+    }
+
+    @Test("two prefetches at once: the second exits 0 at once, saying another is running")
+    func twoAtOnce() throws {
+        let s = try Setup(); defer { s.w.remove() }
+        let first = try s.w.start(["prefetch"], catalog: s.slow, env: Self.device)
+        #expect(first.waitUntil(timeout: 30) { (Disk.fileSize(s.w.partialRoot + "/pf/weights.bin") ?? 0) > 0 })
+        let started = Date()
+        let second = try s.prefetch([])
+        #expect(second.status == 0 && second.stdout.contains("another prefetch is running"), "\(second)")
+        #expect(Date().timeIntervalSince(started) < 10, "at once")
+        let done = first.wait()
+        #expect(try done.status == 0 && (s.installed()), "\(done)")
+    }
+
+    @Test("beside an interactive download of the same model, prefetch skips it (busy) and does not fail")
+    func besideInteractiveDownload() throws {
+        let s = try Setup(); defer { s.w.remove() }
+        let interactive = try s.w.start(["download", Self.id], catalog: s.slow)
+        #expect(interactive.waitUntil(timeout: 30) { (Disk.fileSize(s.w.partialRoot + "/pf/weights.bin") ?? 0) > 0 })
+        let r = try s.prefetch([])
+        #expect(r.status == 0 && r.stdout.contains("pf skipped: another process is downloading it"), "\(r)")
+        #expect(interactive.wait().status == 0)
+    }
+
+    @Test("a transient failure exits 75 (cron or systemd retries later); a later run resumes without fetching again what it has")
+    func transientFailure() throws {
+        let s = try Setup(); defer { s.w.remove() }
+        // Some bytes on disk first: a slow download interrupted.
+        let p = try s.w.start(["download", Self.id], catalog: s.slow)
+        try interruptAfter(p, wrote: 64 << 10, of: s.w.partialRoot + "/pf/weights.bin")
+        // Then the origin is unreachable: nothing listens on the port.
+        let dead = s.w.root + "/catalogs/pf-dead.json"
+        let port = try NginxServer.freePort()
+        try (try String(contentsOfFile: s.catalog, encoding: .utf8))
+            .replacingOccurrences(of: "127.0.0.1:\(s.w.nginx.port)", with: "127.0.0.1:\(port)").write(toFile: dead, atomically: true, encoding: .utf8)
+        let failed = try s.prefetch(["--retries", "0"], catalog: dead)
+        #expect(failed.status == 75, "\(failed)")
+        let kept = Disk.fileSize(s.w.partialRoot + "/pf/weights.bin") ?? 0
+        #expect(kept >= 64 << 10)
+        s.w.nginx.clearLog()
+        let again = try s.prefetch([])
+        #expect(try again.status == 0 && (s.installed()), "\(again)")
+        let sent = s.w.nginx.accessLog().filter { $0.path.hasSuffix("/weights.bin") }.reduce(Int64(0)) { $0 + $1.bytesSent }
+        #expect(sent <= Int64(1 << 20) - kept, "only the missing bytes: \(sent) sent, \(kept) were kept")
+    }
+
+    @Test("--dry-run says what would happen and leaves the store unchanged byte for byte; --quiet prints nothing on success")
+    func dryRunAndQuiet() throws {
+        let s = try Setup(); defer { s.w.remove() }
+        let p = try s.w.start(["download", Self.id], catalog: s.slow)
+        try interruptAfter(p, wrote: 64 << 10, of: s.w.partialRoot + "/pf/weights.bin")
+        func snapshot() -> [String: Data] {
+            var out: [String: Data] = [:]
+            // The SQLite shared-memory index is rewritten by any reader (list included), so it is not compared.
+            for path in Disk.regularFiles(under: s.w.store) where !path.hasSuffix("-shm") {
+                out[path] = FileManager.default.contents(atPath: s.w.store + "/" + path)
+            }
+            return out
+        }
+        let before = snapshot()
+        s.w.nginx.clearLog()
+        let dry = try s.prefetch(["--dry-run"])
+        #expect(dry.status == 0 && dry.stdout.contains("prefetch: would fetch pf ("), "\(dry)")
+        #expect(snapshot() == before, "the store is unchanged")
+        #expect(s.w.nginx.accessLog().isEmpty)
+        let quiet = try s.prefetch(["--quiet"])
+        #expect(quiet.status == 0 && quiet.stdout.isEmpty && quiet.stderr.isEmpty, "\(quiet)")
+        #expect(try s.installed())
+    }
+}
