@@ -25,6 +25,7 @@ CURLMcode glasses_curl_multi_perform(CURLM *m, int *running);
 CURLMcode glasses_curl_multi_poll(CURLM *m, struct curl_waitfd extra[], unsigned int n, int timeout_ms, int *numfds);
 CURLMsg *glasses_curl_multi_info_read(CURLM *m, int *queued);
 CURLMcode glasses_curl_multi_wakeup(CURLM *m);
+CURLcode glasses_curl_easy_pause(CURL *h, int bitmask);
 const char *glasses_curl_multi_strerror(CURLMcode code);
 
 CURLcode glasses_easy_setopt_long(CURL *h, CURLoption o, long v);

@@ -83,6 +83,7 @@ FORWARD(curl, CURLMcode, curl_multi_poll, CURLM_INTERNAL_ERROR,
         (CURLM *m, struct curl_waitfd extra[], unsigned int n, int timeout_ms, int *numfds), (m, extra, n, timeout_ms, numfds))
 FORWARD(curl, CURLMsg *, curl_multi_info_read, NULL, (CURLM *m, int *queued), (m, queued))
 FORWARD(curl, CURLMcode, curl_multi_wakeup, CURLM_INTERNAL_ERROR, (CURLM *m), (m))
+FORWARD(curl, CURLcode, curl_easy_pause, CURLE_FAILED_INIT, (CURL *h, int bitmask), (h, bitmask))
 FORWARD(curl, const char *, curl_multi_strerror, "libcurl is not loaded", (CURLMcode code), (code))
 
 // The variadic setters and getters, called through a pointer with one typed argument.

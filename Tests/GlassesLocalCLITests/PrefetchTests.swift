@@ -182,3 +182,24 @@ struct PrefetchTests {
         #expect(try s.installed())
     }
 }
+
+extension PrefetchTests {
+    @Test("--rate-limit is one budget for all connections: 32 MiB over 4 files stays under 1.25x the cap (the rate is printed)")
+    func rateLimit() throws {
+        let w = try World(); defer { w.remove() }
+        try w.addModel("big", files: (0..<4).map { ("part\($0).bin", 8 << 20) })
+        let r0 = try w.run(["catalog", "hash", w.nginx.mirror + "/big", "--id", "big", "--base-url", w.nginx.baseURL("big"),
+                            "--required-mb", "1000", "--auto-eligible"], catalog: nil)
+        try #require(r0.status == 0, "\(r0)")
+        let catalog = w.root + "/catalogs/big.json"
+        try r0.stdout.write(toFile: catalog, atomically: true, encoding: .utf8)
+        let cap = 16 << 20
+        let start = Date()
+        let r = try w.run(["prefetch", "--rate-limit", "\(cap)"], catalog: catalog, env: Self.device)
+        let seconds = Date().timeIntervalSince(start)
+        #expect(r.status == 0 && r.stdout.contains("big installed"), "\(r)")
+        let rate = Double(32 << 20) / seconds
+        print("rate-limit: 32 MiB in \(String(format: "%.2f", seconds)) s = \(String(format: "%.2f", rate / Double(cap)))x the \(cap) B/s cap")
+        #expect(rate < 1.25 * Double(cap), "the average rate \(Int(rate)) B/s stays under 1.25x the cap \(cap)")
+    }
+}

@@ -58,3 +58,19 @@ struct TransferParallelismTests {
         #expect(policy.parallelism(for: Self.requests(Array(repeating: 40_000, count: 358))) == 24, "never fewer than asked")
     }
 }
+
+@Suite("The shared rate limit")
+struct RateLimiterTests {
+    @Test("the bucket hands out its rate per second, whatever the number of takers, and says when to come back")
+    func tokenBucket() {
+        let limiter = RateLimiter(bytesPerSecond: 1_000_000, now: 0)
+        var granted = 0
+        // Four connections offering 16 KiB chunks every millisecond for two seconds.
+        for ms in 0..<2000 {
+            for _ in 0..<4 where limiter.take(16 * 1024, now: Double(ms) / 1000) { granted += 16 * 1024 }
+        }
+        #expect(granted >= 1_800_000 && granted <= 2_300_000, "about 2 s × 1 MB/s: \(granted)")
+        #expect(limiter.secondsUntilAvailable(now: 2.0) > 0, "spent: come back later")
+        #expect(limiter.secondsUntilAvailable(now: 3.0) == 0)
+    }
+}

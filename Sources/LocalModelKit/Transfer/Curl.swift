@@ -76,6 +76,11 @@ final class CurlEasy {
     }
 
     /// Resets per-attempt options, keeping the connection cache.
+    /// Resumes a transfer whose write callback paused it (the rate limiter's budget is back).
+    func unpause() {
+        _ = glasses_curl_easy_pause(handle, CURLPAUSE_CONT)
+    }
+
     func reset() {
         glasses_curl_easy_reset(handle)
         refusedOption = nil
@@ -159,8 +164,6 @@ final class CurlEasy {
         // server offers HTTP/2 (ALPN), parallel files become streams on one connection. Plain
         // http (loopback mirrors) never multiplexes, so nothing is worth waiting for there.
         if url.lowercased().hasPrefix("https://") { set(CURLOPT_PIPEWAIT, 1) }
-        // The limit is for the whole download: each of the parallel connections gets its share.
-        if let rate = policy.maxBytesPerSecond { set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: max(1, rate / Int64(max(1, policy.parallelFiles)))) }
         set(CURLOPT_USERAGENT, string: policy.userAgent)
         // Model files are already compressed or incompressible; asking for gzip would make
         // ranges and sizes refer to a different byte stream (P10).

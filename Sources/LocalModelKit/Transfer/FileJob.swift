@@ -17,6 +17,8 @@ final class FileJob: CurlEasyDelegate {
 
     /// The partial file, open from `prepare` until the outcome.
     var file: FileDescriptor?
+    /// Paused by the rate limiter; the session resumes it when the budget is back.
+    var paused = false
     var hasher: SHA256Hasher?
     var attempts = 0
     var attemptsWithoutProgress = 0
@@ -307,6 +309,12 @@ final class FileJob: CurlEasyDelegate {
             overflow = true
         }
         guard let file else { return 0 }
+        // The download's one byte budget: no tokens, no bytes; libcurl keeps them and this
+        // callback gets them again once the session unpauses the transfer.
+        if let limiter = session.limiter, !limiter.take(count) {
+            paused = true
+            return 0x1000_0001   // CURL_WRITEFUNC_PAUSE
+        }
         let (written, failure) = file.write(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
         if let failure {
             abort = failure.isOutOfSpace ? .noSpace : .system(failure)

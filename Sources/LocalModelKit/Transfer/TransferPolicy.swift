@@ -49,7 +49,12 @@ public struct TransferPolicy: Sendable, Equatable {
         guard adaptiveParallelism else { return max(1, parallelFiles) }
         let small = requests.reduce(0) { $0 + ($1.size < 1 << 20 ? 1 : 0) }
         let wanted = small >= 64 ? 16 : (small >= 16 ? 8 : parallelFiles)
-        return max(1, min(max(parallelFiles, wanted), max(parallelFiles, maxParallelFiles)))
+        var parallel = max(1, min(max(parallelFiles, wanted), max(parallelFiles, maxParallelFiles)))
+        // Under a rate limit, every connection keeps well above the stall threshold.
+        if let rate = maxBytesPerSecond {
+            parallel = min(parallel, max(1, Int(clamping: rate / Int64(max(1, 4 * lowSpeedLimitBytesPerSecond)))))
+        }
+        return parallel
     }
 
     /// Backoff before attempt `n` (1-based) of a file, without `Retry-After`.

@@ -14,6 +14,8 @@ final class TransferSession {
     /// Loopback mirrors may redirect over plain http; public origins never.
     let allowPlainHTTPRedirects: Bool
     let hashWorker = HashWorker()
+    /// The download's shared byte budget (`TransferPolicy.maxBytesPerSecond`).
+    let limiter: RateLimiter?
 
     private var jobs: [FileJob] = []
     private var totalBytes: Int64 = 0
@@ -27,6 +29,7 @@ final class TransferSession {
         self.cancellation = cancellation
         self.allowPlainHTTPRedirects = allowPlainHTTPRedirects
         self.tickInterval = tickInterval
+        self.limiter = policy.maxBytesPerSecond.map { RateLimiter(bytesPerSecond: $0) }
         self.onEvent = onEvent
         self.onTick = onTick
     }
@@ -117,7 +120,19 @@ final class TransferSession {
             // Done: the last file finished in this perform. (Polling now would sleep a whole
             // tick with nothing left to wait for: 0.1-0.25 s added to every download.)
             if active.isEmpty && queue.allSatisfy({ $0.outcome != nil }) { break }
-            let wait = max(0.001, min(tickInterval, nextRetry - monotonicSeconds()))
+            // Transfers the rate limiter paused go on when its budget is back.
+            var nextBudget = Double.infinity
+            if let limiter, active.values.contains(where: \.paused) {
+                nextBudget = limiter.secondsUntilAvailable()
+                if nextBudget <= 0 {
+                    for job in active.values where job.paused {
+                        job.paused = false
+                        job.easy?.unpause()
+                    }
+                    continue
+                }
+            }
+            let wait = max(0.001, min(tickInterval, nextRetry - monotonicSeconds(), nextBudget))
             multi.poll(timeoutMs: Int32(clamping: ExternalNumber.int64(clamping: wait * 1000) ?? 1))
         }
         tick(.final)
