@@ -39,6 +39,8 @@ let package = Package(
 
         // Benchmark driver for Scripts/bench (not a product).
         .executableTarget(name: "glasses-local-bench", dependencies: ["LocalModelKit", "GlassesCore", "GlassesLocal"]),
+        // Development tool behind Scripts/simulate-fleet (not a product).
+        .executableTarget(name: "simulate-fleet"),
         // Development tool behind Scripts/embed-catalog (not a product).
         .executableTarget(name: "embed-catalog", dependencies: ["LocalModelKit"]),
         // Test-only: a second process that hammers a records database (P9 tests).
@@ -76,7 +78,7 @@ let package = Package(
                     dependencies: ["GlassesLocal", "GlassesLocalVoice", "GlassesCore", "LocalModelKit", "seam-probe",
                                    "GlassesTestSupport"]),
         // Runs the built glasses-local binary (the dependency makes `swift test` build it).
-        .testTarget(name: "GlassesLocalCLITests", dependencies: ["glasses-local", "upstream-app", "LocalModelKit", "GlassesTestSupport"]),
+        .testTarget(name: "GlassesLocalCLITests", dependencies: ["glasses-local", "upstream-app", "simulate-fleet", "LocalModelKit", "GlassesTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
