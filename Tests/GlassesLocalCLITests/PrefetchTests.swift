@@ -203,3 +203,33 @@ extension PrefetchTests {
         #expect(rate < 1.25 * Double(cap), "the average rate \(Int(rate)) B/s stays under 1.25x the cap \(cap)")
     }
 }
+
+extension PrefetchTests {
+    @Test("--jitter waits before any network use; --json gives one object a line; --include-voice fetches the voice too")
+    func jitterJSONAndVoice() throws {
+        let w = try World(); defer { w.remove() }
+        try w.addModel("pf", files: [("weights.bin", 100_000)])
+        try w.addModel("voice", files: [("model.onnx", 50_000)])
+        let llm = try w.run(["catalog", "hash", w.nginx.mirror + "/pf", "--id", "pf", "--base-url", w.nginx.baseURL("pf"),
+                             "--required-mb", "1000", "--auto-eligible"], catalog: nil)
+        let voice = try w.run(["catalog", "hash", w.nginx.mirror + "/voice", "--id", "v", "--kind", "voice",
+                               "--base-url", w.nginx.baseURL("voice")], catalog: nil)
+        try #require(llm.status == 0 && voice.status == 0)
+        try llm.stdout.write(toFile: w.root + "/catalogs/l.json", atomically: true, encoding: .utf8)
+        try voice.stdout.write(toFile: w.root + "/catalogs/v.json", atomically: true, encoding: .utf8)
+        let catalog = try w.mergedCatalog([w.root + "/catalogs/l.json", w.root + "/catalogs/v.json"])
+        let start = Date()
+        let r = try w.run(["prefetch", "--jitter", "1.5", "--include-voice", "--json"], catalog: catalog, env: Self.device)
+        let elapsed = Date().timeIntervalSince(start)
+        #expect(r.status == 0, "\(r)")
+        let events = r.stdoutLines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(events.count == r.stdoutLines.count, "every line is one JSON object: \(r.stdout)")
+        let waited = try #require(events.first { $0["event"] as? String == "jitter" }?["seconds"] as? Double, "\(r.stdout)")
+        #expect(waited >= 0 && waited <= 1.5 && elapsed >= waited, "waited \(waited) s of at most 1.5 (run took \(elapsed) s)")
+        let jitterIndex = events.firstIndex { $0["event"] as? String == "jitter" } ?? 0
+        let firstFetch = events.firstIndex { $0["event"] as? String == "fetching" } ?? -1
+        #expect(jitterIndex < firstFetch, "the wait comes before any network use")
+        let fetched = events.filter { $0["event"] as? String == "fetched" }.compactMap { $0["modelId"] as? String }
+        #expect(fetched == ["pf", "v"], "the target, then the voice: \(r.stdout)")
+    }
+}
