@@ -123,7 +123,8 @@ struct PrefetchTests {
         #expect(second.status == 0 && second.stdout.contains("another prefetch is running"), "\(second)")
         #expect(Date().timeIntervalSince(started) < 10, "at once")
         let done = first.wait()
-        #expect(try done.status == 0 && (s.installed()), "\(done)")
+        #expect(try done.status == 0 && s.installed(), "\(done)")
+        #expect(try s.history().contains("another prefetch was running; nothing done"), "the second run left its event too")
     }
 
     @Test("beside an interactive download of the same model, prefetch skips it (busy) and does not fail")

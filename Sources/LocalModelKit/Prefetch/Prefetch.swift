@@ -79,7 +79,10 @@ extension LocalModelEngine {
         if !policy.dryRun {
             do {
                 try layout.createFolders()
-                guard try lock.tryLock() else { return .alreadyRunning }
+                guard try lock.tryLock() else {
+                    try? open().records.append(.prefetch, modelId: nil, detail: "another prefetch was running; nothing done")
+                    return .alreadyRunning
+                }
             } catch { throw .wrap(error) }
         }
         defer { lock.unlock() }
