@@ -1,2 +1,4 @@
 #include <openssl/evp.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/bio.h>

@@ -169,3 +169,31 @@ struct CivilTimeTests {
         }
     }
 }
+
+@Suite("Trusted catalog keys")
+struct TrustedKeysTests {
+    @Test("the keys built in are exactly Catalog/keys/*.pub, and each is an Ed25519 public key")
+    func builtInMatchesTheFolder() throws {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Catalog/keys").path
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".pub") }.sorted()
+        #expect(files.map { String($0.dropLast(4)) } == TrustedCatalogKeys.shipped.map(\.name).sorted())
+        for (name, pem) in TrustedCatalogKeys.shipped {
+            let text = try String(contentsOfFile: folder + "/\(name).pub", encoding: .utf8)
+            #expect(text == pem, "Catalog/keys/\(name).pub differs from TrustedKeys.swift")
+            #expect(Ed25519.isPublicKey(pem))
+        }
+        // No private key in the folder.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).allSatisfy { $0.hasSuffix(".pub") })
+    }
+
+    @Test("base64 round-trips and refuses what is not canonical")
+    func base64() {
+        for n in 0..<70 {
+            let bytes = (0..<n).map { UInt8(truncatingIfNeeded: $0 * 37 + 11) }
+            #expect(Base64.decode(Base64.encode(bytes)) == bytes)
+            #expect(Base64.encode(bytes) == Data(bytes).base64EncodedString())
+        }
+        for bad in ["abc", "ab=c", "@@@@", "YQ==YQ==", "YR=="] { #expect(Base64.decode(bad) == nil, "\(bad)") }
+    }
+}

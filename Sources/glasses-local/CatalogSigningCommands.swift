@@ -1,0 +1,94 @@
+import LocalModelKit
+
+/// `catalog keygen | sign | verify`: Ed25519 signatures over the exact bytes of a catalog
+/// file, interoperable with OpenSSL (PEM keys, `FILE.sig` holding the base64 of the 64-byte
+/// signature, as `openssl pkeyutl -sign -rawin` makes it). For whoever publishes catalogs.
+enum CatalogSigningCommands {
+    static let commands: [Command] = [
+        Command(spec: CommandSpec(name: "catalog keygen", abstract: "Make an Ed25519 key pair for signing catalogs: OUT (private) and OUT.pub.",
+                                  discussion: "The private key is PEM PKCS#8, written readable by its owner only; keep it off devices and out of repositories. The public key (SubjectPublicKeyInfo PEM) goes in Catalog/keys/ for the build to trust it.",
+                                  arguments: [("<out>", "The private key file to create (OUT.pub gets the public key).")], positional: 1...1,
+                                  usage: "glasses-local catalog keygen <out>"), run: keygen),
+        Command(spec: CommandSpec(name: "catalog sign", abstract: "Sign a catalog file: writes FILE.sig (base64 of the Ed25519 signature).",
+                                  arguments: [("<file>", "The catalog JSON file, signed byte for byte.")], positional: 1...1,
+                                  options: [OptionSpec(name: "--key", valueName: "KEY", help: "The private key (PEM)."),
+                                            OptionSpec(name: "--sig", valueName: "SIG", help: "Where the signature goes (default FILE.sig).")],
+                                  usage: "glasses-local catalog sign <file> --key KEY"), run: sign),
+        Command(spec: CommandSpec(name: "catalog verify", abstract: "Check a catalog file's signature; exit 0 only when it is valid.",
+                                  discussion: "Uses the trusted keys (those built in from Catalog/keys/, and the *.pub files in $EXTENTOS_CATALOG_KEYS) unless --key names one. Exits 4 when the signature does not verify.",
+                                  arguments: [("<file>", "The catalog JSON file.")], positional: 1...1,
+                                  options: [OptionSpec(name: "--sig", valueName: "SIG", help: "The signature file (default FILE.sig)."),
+                                            OptionSpec(name: "--key", valueName: "KEY", help: "The public key (PEM) to check against.")],
+                                  usage: "glasses-local catalog verify <file> [--sig SIG] [--key PUB]"), run: verify),
+    ]
+
+    static func read(_ path: String, _ what: String, limit: Int = 1 << 20) throws(CLIError) -> [UInt8] {
+        do {
+            return try FileIO.readFile(atPath: path, limit: limit)
+        } catch {
+            throw CLIError(exitCode: .failure, code: ErrorCode.io.rawValue, message: "cannot read the \(what) \(path): \(error.message)")
+        }
+    }
+
+    static func keygen(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let out = context.invocation.positional[0]
+        for path in [out, out + ".pub"] where FileIO.exists(path) {
+            throw CLIError(exitCode: .failure, code: ErrorCode.io.rawValue, message: "\(path) exists; keygen never overwrites a key. Choose another name.")
+        }
+        do {
+            let pair = try Ed25519.generate()
+            try FileIO.writeFileAtomically(Array(pair.privatePEM.utf8), toPath: out, mode: 0o600)
+            try FileIO.writeFileAtomically(Array(pair.publicPEM.utf8), toPath: out + ".pub", mode: 0o644)
+        } catch {
+            throw CLIError.from(error)
+        }
+        context.console.say("wrote the private key \(out) (readable by you only) and the public key \(out).pub")
+        return .ok
+    }
+
+    static func sign(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let inv = context.invocation
+        let file = inv.positional[0]
+        guard let keyPath = inv.value("--key") else { throw .usage("catalog sign needs --key KEY (a private key from catalog keygen)", of: inv.command) }
+        let message = try read(file, "catalog")
+        let key = String(decoding: try read(keyPath, "private key", limit: 16 << 10), as: UTF8.self)
+        let sigPath = inv.value("--sig") ?? file + ".sig"
+        do {
+            let signature = try Ed25519.sign(message, privatePEM: key)
+            try FileIO.writeFileAtomically(Array((Base64.encode(signature) + "\n").utf8), toPath: sigPath)
+        } catch {
+            throw CLIError.from(error)
+        }
+        context.console.say("wrote \(sigPath)")
+        return .ok
+    }
+
+    static func verify(_ context: CommandContext) throws(CLIError) -> ExitCode {
+        let inv = context.invocation
+        let file = inv.positional[0]
+        let sigPath = inv.value("--sig") ?? file + ".sig"
+        let message = try read(file, "catalog")
+        guard let signature = Base64.decode(String(decoding: try read(sigPath, "signature", limit: 4096), as: UTF8.self)),
+              signature.count == 64 else {
+            throw CLIError(exitCode: .integrity, code: "signatureInvalid",
+                           message: "\(sigPath) does not hold the base64 of a 64-byte Ed25519 signature")
+        }
+        let keys: [(name: String, pem: String)]
+        if let keyPath = inv.value("--key") {
+            keys = [(keyPath, String(decoding: try read(keyPath, "public key", limit: 16 << 10), as: UTF8.self))]
+        } else {
+            keys = TrustedCatalogKeys.all(environment: context.environment)
+        }
+        guard let signer = keys.first(where: { Ed25519.verify(message, signature: signature, publicPEM: $0.pem) }) else {
+            let tried = keys.map(\.name).joined(separator: ", ")
+            throw CLIError(exitCode: .integrity, code: "signatureInvalid",
+                           message: "\(file): the signature in \(sigPath) is not valid for any trusted key (\(tried)); the file was changed after signing, or signed by another key")
+        }
+        if context.console.json {
+            context.console.printJSON(["valid": .bool(true), "key": .string(signer.name)])
+        } else {
+            context.console.say("\(file): valid signature by \(signer.name)")
+        }
+        return .ok
+    }
+}
