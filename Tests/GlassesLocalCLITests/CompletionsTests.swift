@@ -33,7 +33,7 @@ struct CompletionsTests {
             #expect(options.contains(option), "download -- offers \(option): \(options)")
         }
         #expect(!options.contains("--repair") && !options.contains("--explain"), "only download's own and the global options: \(options)")
-        #expect(try Self.bashOffers(script, ["glasses-local", "--store", "/tmp", "catalog", "v"]) == ["validate"],
+        #expect(try Self.bashOffers(script, ["glasses-local", "--store", "/tmp", "catalog", "v"]) == ["validate", "verify"],
                 "a global option's value is skipped when finding the command")
         #expect(try Self.bashOffers(script, ["glasses-local", "completions", ""]) == ["bash", "fish", "zsh"])
         #expect(try Self.bashOffers(script, ["glasses-local", "verify", "--re"]) == ["--repair", "--retries", "--retry-delay"])
@@ -61,7 +61,7 @@ struct CompletionsTests {
         }
         #expect(try offers("glasses-local d") == ["delete", "doctor", "download"])
         #expect(try offers("glasses-local download --p") == ["--parallel"])
-        #expect(try offers("glasses-local catalog ") == ["hash", "validate"])
+        #expect(try offers("glasses-local catalog ") == ["hash", "keygen", "sign", "validate", "verify"])
     }
 
     @Test("zsh: the script parses and registers _glasses_local with compinit")
