@@ -44,15 +44,21 @@ public struct EngineSetup: Sendable {
     /// Where the catalog comes from, for messages: its path, or "built-in".
     public var catalogSource: String { catalogPath ?? "built-in" }
 
-    /// The catalog: the file, fully validated, or the built-in one (validated when built).
+    /// The catalog: the file, fully validated and not expired, or the built-in one
+    /// (validated when built, never expiring).
     public func catalog() throws(LocalModelError) -> Catalog {
         let loader = CatalogLoader()
         guard let path = catalogPath else { return loader.bundled() }
+        let catalog: Catalog
         do {
-            return try loader.load(contentsOf: path)
+            catalog = try loader.load(contentsOf: path)
         } catch {
             throw .invalidCatalog(error)
         }
+        if catalog.isExpired(now: Int64(FileIO.wallClockSeconds())), let expiresAt = catalog.expiresAt {
+            throw .catalogExpired(source: path, expiresAt: expiresAt)
+        }
+        return catalog
     }
 
     /// The engine, over `catalog` when one was read already.

@@ -3,6 +3,8 @@
 /// read this; the raw values never change once shipped.
 public enum ErrorCode: String, Sendable, CaseIterable {
     case unknownModel, invalidCatalog, catalogRollback, busy
+    /// The catalog's `expiresAt` has passed.
+    case catalogExpired
     /// Nothing names a store folder (no HOME, no `EXTENTOS_MODELS_DIR`, none given).
     case noStore
     /// Storage: the check before any byte moved, or a disk that filled up mid-way
@@ -21,7 +23,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
         case .insufficientStorage, .diskFull: return 3
         case .integrityMismatch, .sizeMismatch, .unsafeArchive: return 4
         case .unknownModel: return 5
-        case .invalidCatalog, .catalogRollback: return 6
+        case .invalidCatalog, .catalogRollback, .catalogExpired: return 6
         case .busy: return 7
         case .temporary: return 75
         case .interrupted: return 130
@@ -42,6 +44,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     case invalidCatalog(CatalogError)
     /// The catalog is older than one this store has already accepted (P7).
     case catalogRollback(offered: Int, recorded: Int, store: String)
+    /// The catalog's `expiresAt` has passed: it is no longer trusted (a frozen mirror).
+    case catalogExpired(source: String, expiresAt: String)
     /// Another process (or task) holds the model's lock.
     case busy(modelId: String)
     /// The download cannot fit: checked before any byte is transferred.
@@ -81,6 +85,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         case .noStoreFolder: return .noStore
         case .invalidCatalog: return .invalidCatalog
         case .catalogRollback: return .catalogRollback
+        case .catalogExpired: return .catalogExpired
         case .busy: return .busy
         case .insufficientStorage: return .insufficientStorage
         case .diskFull: return .diskFull
@@ -114,7 +119,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     public var modelId: String? {
         switch self {
         case .unknownModel(let id): return id
-        case .noStoreFolder, .invalidCatalog, .catalogRollback, .records: return nil
+        case .noStoreFolder, .invalidCatalog, .catalogRollback, .catalogExpired, .records: return nil
         case .busy(let id), .noSource(let id, _), .notInstalled(let id): return id
         case let .insufficientStorage(id, _, _), let .diskFull(id, _, _, _), let .httpStatus(id, _, _, _),
              let .integrityMismatch(id, _, _, _), let .sizeMismatch(id, _, _, _, _), let .unsafeArchive(id, _, _),
@@ -152,6 +157,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             return error.description
         case let .catalogRollback(offered, recorded, store):
             return "catalog version \(offered) is older than version \(recorded) already used by the store \(store); refusing a rollback. Use the newer catalog (or a store of its own with --store)."
+        case let .catalogExpired(source, expiresAt):
+            return "the catalog \(source) expired at \(expiresAt) and is no longer trusted (its publisher stopped vouching for it, or a mirror serves an old copy). Get a current catalog from its publisher, or run without --catalog to use the built-in one."
         case .busy(let id):
             return "\(id) is being downloaded or changed by another process. Wait for it to finish (or stop it), then retry."
         case let .insufficientStorage(id, required, available):

@@ -61,7 +61,7 @@ var out = """
         /// The catalog, validated when this file was generated (a test checks it still equals
         /// Catalog/catalog.json): start-up uses it without parsing anything.
         public static let catalog = Catalog(
-            schemaVersion: \(catalog.schemaVersion), catalogVersion: \(catalog.catalogVersion), generatedAt: \(literal(catalog.generatedAt)),
+            schemaVersion: \(catalog.schemaVersion), catalogVersion: \(catalog.catalogVersion), generatedAt: \(literal(catalog.generatedAt)),\(catalog.expiresAt.map { " expiresAt: \(literal($0))," } ?? "")
             models: [
 
     """

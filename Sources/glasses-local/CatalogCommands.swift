@@ -5,7 +5,7 @@ import LocalModelKit
 enum CatalogCommands {
     static let commands: [Command] = [
         Command(spec: CommandSpec(name: "catalog validate", abstract: "Check a catalog file against every rule; list every problem with its JSON path.",
-                        discussion: "Exits 6 when the catalog has any problem. With a store that has seen a newer catalog, a lower catalogVersion is a problem (rollback).",
+                        discussion: "Exits 6 when the catalog has any problem. An expiresAt that has passed is a problem; with a store that has seen a newer catalog, so is a lower catalogVersion (rollback).",
                         arguments: [("<file>", "The catalog JSON file.")], positional: 1...1,
                         usage: "glasses-local catalog validate <file>"), run: validate),
         Command(spec: CommandSpec(name: "catalog hash", abstract: "Print the catalog 'files' entries (path, size, sha256) of a folder.",
@@ -31,6 +31,12 @@ enum CatalogCommands {
             issues = error.issues
         }
         let unreadable = catalog == nil && !FileIO.exists(file)
+        // P7: an expired catalog is no longer trusted, whichever store reads it.
+        let now = FileIO.wallClockSeconds()
+        if let catalog, catalog.isExpired(now: Int64(now)), let expiresAt = catalog.expiresAt {
+            issues.append(CatalogIssue(path: "expiresAt",
+                                       message: "\(expiresAt) has passed (now \(CivilTime.iso8601(now) ?? "unknown")): the catalog expired and is no longer trusted"))
+        }
         // P7: a store that has seen a newer catalog refuses this one.
         if let catalog, let root = try? context.storeRoot {
             let layout = StoreLayout(root: root)
@@ -48,6 +54,7 @@ enum CatalogCommands {
                                                           ("issues", .array(issues.map { ["path": .string($0.path), "message": .string($0.message)] }))]
             if let catalog, issues.isEmpty {
                 doc.append(("catalogVersion", JSONValue(catalog.catalogVersion)))
+                if let expiresAt = catalog.expiresAt { doc.append(("expiresAt", .string(expiresAt))) }
                 doc.append(("models", JSONValue(catalog.models.count)))
                 doc.append(("files", JSONValue(catalog.models.reduce(0) { $0 + $1.files.count })))
                 doc.append(("installedBytes", .int(catalog.models.reduce(0) { $0 + $1.installedBytes })))
@@ -57,7 +64,8 @@ enum CatalogCommands {
             let files = catalog.models.reduce(0) { $0 + $1.files.count }
             let bytes = catalog.models.reduce(Int64(0)) { $0 + $1.installedBytes }
             let llm = catalog.models.filter { $0.kind == .llm }.count
-            c.say("\(file): valid — catalog version \(catalog.catalogVersion), \(catalog.models.count) model\(catalog.models.count == 1 ? "" : "s") (\(llm) llm, \(catalog.models.count - llm) voice), \(Format.grouped(files)) files, \(Format.bytes(bytes))")
+            let expiry = catalog.expiresAt.map { ", expires \($0)" } ?? ""
+            c.say("\(file): valid — catalog version \(catalog.catalogVersion)\(expiry), \(catalog.models.count) model\(catalog.models.count == 1 ? "" : "s") (\(llm) llm, \(catalog.models.count - llm) voice), \(Format.grouped(files)) files, \(Format.bytes(bytes))")
             for model in catalog.models where model.hasSizeOnlyFiles {
                 let unhashed = model.files.filter { $0.sha256 == nil }.count
                 c.say("  note: \(model.id): \(unhashed) file(s) have no SHA-256 and are size-checked only")

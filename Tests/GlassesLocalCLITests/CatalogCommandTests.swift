@@ -160,6 +160,47 @@ struct CatalogCommandTests {
         #expect(list.stderr.contains("rollback"), "\(list)")
     }
 
+    /// Fixtures.catalog with an `expiresAt` field.
+    static func catalog(version: Int, expiresAt: String) -> String {
+        Fixtures.catalog(version: version).replacingOccurrences(
+            of: #""generatedAt": "2026-01-01T00:00:00Z","#,
+            with: #""generatedAt": "2026-01-01T00:00:00Z", "expiresAt": "\#(expiresAt)","#)
+    }
+
+    @Test("an expired catalog (a frozen mirror's) is refused by every command: exit 6, code catalogExpired; one not yet expired is used")
+    func expiredCatalog() throws {
+        let sb = try Sandbox(); defer { sb.remove() }
+        let expired = try sb.write("expired.json", Self.catalog(version: 2, expiresAt: "2026-01-02T00:00:00Z"))
+        let current = try sb.write("current.json", Self.catalog(version: 2, expiresAt: "2099-01-01T00:00:00Z"))
+        #expect(try String(contentsOfFile: expired, encoding: .utf8).contains("expiresAt"), "the fixture carries the field")
+
+        let list = try sb.run(["list", "--catalog", expired])
+        #expect(list.status == 6, "\(list)")
+        #expect(list.stdout.isEmpty, "\(list)")
+        #expect(list.stderr.contains(expired) && list.stderr.contains("expired at 2026-01-02T00:00:00Z"), "\(list)")
+        #expect(list.stderr.contains("built-in"), "the message says what to do next\n\(list)")
+
+        let json = try sb.run(["info", "huge-model", "--catalog", expired, "--json"])
+        #expect(json.status == 6, "\(json)")
+        let error = try #require(try json.jsonObject()["error"] as? [String: Any], "\(json)")
+        #expect(error["code"] as? String == "catalogExpired" && error["exitCode"] as? Int == 6, "\(json)")
+
+        let validate = try sb.run(["catalog", "validate", expired, "--json"])
+        #expect(validate.status == 6, "\(validate)")
+        let issues = try #require(try validate.jsonObject()["issues"] as? [[String: Any]], "\(validate)")
+        #expect(issues.contains { $0["path"] as? String == "expiresAt" && ($0["message"] as? String ?? "").contains("expired") }, "\(validate)")
+
+        // Nothing was recorded from the refused catalog: the store still accepts version 1.
+        let older = try sb.run(["list", "--catalog", try sb.write("v1.json", Fixtures.catalog(version: 1))])
+        #expect(older.status == 0, "\(older)")
+
+        let ok = try sb.run(["list", "--catalog", current])
+        #expect(ok.status == 0, "\(ok)")
+        #expect(ok.stdout.contains("huge-model"), "\(ok)")
+        let valid = try sb.run(["catalog", "validate", current])
+        #expect(valid.status == 0 && valid.stdout.contains("expires 2099-01-01T00:00:00Z"), "\(valid)")
+    }
+
     // MARK: hash
 
     /// Files of a small model folder: nested folders, a 3 MiB file, byte-order names.

@@ -127,17 +127,28 @@ public struct Catalog: Sendable {
     /// Monotonic version; a store refuses a catalog older than one it has seen (rollback).
     public var catalogVersion: Int
     public var generatedAt: String
+    /// When this catalog stops being trusted (RFC 3339 UTC), nil when it never does: a
+    /// catalog read after this moment is refused, so that a mirror cannot freeze devices
+    /// on an old, still validly signed catalog. The built-in catalog has none: it is the floor.
+    public var expiresAt: String?
     public var models: [CatalogModel]
     private var index: [String: Int]
 
-    public init(schemaVersion: Int = 1, catalogVersion: Int, generatedAt: String, models: [CatalogModel]) {
+    public init(schemaVersion: Int = 1, catalogVersion: Int, generatedAt: String, expiresAt: String? = nil, models: [CatalogModel]) {
         self.schemaVersion = schemaVersion
         self.catalogVersion = catalogVersion
         self.generatedAt = generatedAt
+        self.expiresAt = expiresAt
         self.models = models
         var index: [String: Int] = [:]
         for (n, m) in models.enumerated() where index[m.id] == nil { index[m.id] = n }
         self.index = index
+    }
+
+    /// Whether `expiresAt` is at or before `now` (seconds since 1970, UTC).
+    public func isExpired(now: Int64) -> Bool {
+        guard let expiresAt, let end = CatalogRules.epochSeconds(expiresAt) else { return false }
+        return now >= end
     }
 
     /// The model with this id, or nil.

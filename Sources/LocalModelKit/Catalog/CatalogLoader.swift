@@ -203,7 +203,8 @@ private struct Validator {
     // MARK: The document
 
     mutating func catalog(_ root: JSONValue) -> Catalog? {
-        guard let top = object(root, at: "$", required: ["schemaVersion", "catalogVersion", "generatedAt", "models"]) else { return nil }
+        guard let top = object(root, at: "$", required: ["schemaVersion", "catalogVersion", "generatedAt", "models"],
+                              optional: ["expiresAt"]) else { return nil }
         let schema = integer(top["schemaVersion"], at: "schemaVersion", in: 1...Int64(Int32.max))
         if let schema, schema > CatalogLoader.supportedSchemaVersion {
             report("schemaVersion", "\(schema) is newer than this glasses-local understands (\(CatalogLoader.supportedSchemaVersion)); update glasses-local")
@@ -212,6 +213,19 @@ private struct Validator {
         let generatedAt = string(top["generatedAt"], at: "generatedAt", maxLength: 64)
         if let generatedAt, !CatalogRules.isTimestamp(generatedAt) {
             report("generatedAt", "not an RFC 3339 UTC time like 2026-11-30T00:00:00Z")
+        }
+        var expiresAt: String?
+        if top["expiresAt"] != nil {
+            expiresAt = string(top["expiresAt"], at: "expiresAt", maxLength: 64)
+            if let expires = expiresAt {
+                if let end = CatalogRules.epochSeconds(expires) {
+                    if let generatedAt, let start = CatalogRules.epochSeconds(generatedAt), end <= start {
+                        report("expiresAt", "\(expires) is not after generatedAt \(generatedAt)")
+                    }
+                } else {
+                    report("expiresAt", "not an RFC 3339 UTC time like 2027-03-01T00:00:00Z")
+                }
+            }
         }
         var models: [CatalogModel] = []
         var firstIndexOfId: [String: Int] = [:]
@@ -237,7 +251,8 @@ private struct Validator {
             }
         }
         guard let schema, let version, let generatedAt else { return nil }
-        return Catalog(schemaVersion: Int(schema), catalogVersion: Int(version), generatedAt: generatedAt, models: models)
+        return Catalog(schemaVersion: Int(schema), catalogVersion: Int(version), generatedAt: generatedAt,
+                       expiresAt: expiresAt, models: models)
     }
 
     mutating func model(_ value: JSONValue, at path: @autoclosure () -> String) -> CatalogModel? {

@@ -125,20 +125,29 @@ public enum CatalogRules {
 
     /// `YYYY-MM-DDTHH:MM:SSZ`, optionally with fractional seconds.
     public static func isTimestamp(_ s: String) -> Bool {
+        epochSeconds(s) != nil
+    }
+
+    /// The whole seconds since 1970-01-01T00:00:00Z of a timestamp `isTimestamp` accepts
+    /// (fractions dropped), or nil when `s` is not one.
+    public static func epochSeconds(_ s: String) -> Int64? {
         let b = Array(s.utf8)
-        guard b.count >= 20, b.last == UInt8(ascii: "Z") else { return false }
+        guard b.count >= 20, b.last == UInt8(ascii: "Z") else { return nil }
         let digitsAt = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]
         func digit(_ i: Int) -> Bool { b[i] >= 0x30 && b[i] <= 0x39 }
-        guard digitsAt.allSatisfy(digit), b[4] == 0x2D, b[7] == 0x2D, b[10] == UInt8(ascii: "T"), b[13] == 0x3A, b[16] == 0x3A else { return false }
+        guard digitsAt.allSatisfy(digit), b[4] == 0x2D, b[7] == 0x2D, b[10] == UInt8(ascii: "T"), b[13] == 0x3A, b[16] == 0x3A else { return nil }
         if b.count > 20 {
-            guard b[19] == UInt8(ascii: "."), b.count > 21, (20..<(b.count - 1)).allSatisfy(digit) else { return false }
+            guard b[19] == UInt8(ascii: "."), b.count > 21, (20..<(b.count - 1)).allSatisfy(digit) else { return nil }
         }
         func number(_ i: Int, _ n: Int) -> Int { (i..<(i + n)).reduce(0) { $0 * 10 + Int(b[$1] - 0x30) } }
         let year = number(0, 4), month = number(5, 2), day = number(8, 2)
+        let hour = number(11, 2), minute = number(14, 2), second = number(17, 2)
         let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
         let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-        guard (1...12).contains(month), (1...days[month - 1]).contains(day) else { return false }
+        guard (1...12).contains(month), (1...days[month - 1]).contains(day) else { return nil }
         // Seconds up to 60 for a leap second.
-        return number(11, 2) <= 23 && number(14, 2) <= 59 && number(17, 2) <= 60
+        guard hour <= 23, minute <= 59, second <= 60 else { return nil }
+        let day0 = CivilTime.days(year: Int64(year), month: Int64(month), day: Int64(day))
+        return day0 * 86_400 + Int64(hour * 3600 + minute * 60 + second)
     }
 }
