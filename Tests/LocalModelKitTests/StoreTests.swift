@@ -371,6 +371,30 @@ struct StoreTests {
         }
     }
 
+    @Test("(d) an unrecorded final folder beside partial data: the tree holding more of the model is kept, never the smaller")
+    func repairFolderWithoutRecordBesidePartialData() throws {
+        try S.withTempDir { dir in
+            let (layout, records) = try Self.store(dir)
+            // The whole model in its final place (records lost), and a download that
+            // started again and got 10 bytes: the folder wins.
+            try Self.writeTree(layout.installPath(id: "delta", kind: .llm), Self.delta)
+            try S.writeFile(layout.partialPath(id: "delta") + "/model.bin", count: 10)
+            // The reverse for zeta: the folder holds a stray file only, the partial data
+            // 600 of its 1000 bytes: the partial data wins.
+            try S.writeFile(layout.installPath(id: "zeta", kind: .llm) + "/stray.txt", count: 5000)
+            try S.writeFile(layout.partialPath(id: "zeta") + "/model.bin", count: 600)
+            let engine = S.engine(root: layout.root, catalog: Self.catalog)
+            let (_, repairs) = try engine.open()
+            #expect(Set(repairs.compactMap(\.modelId)) == ["delta", "zeta"], "\(repairs)")
+            #expect(!FileIO.exists(layout.installPath(id: "delta", kind: .llm)))
+            #expect(FileIO.regularFileSize(layout.partialPath(id: "delta") + "/model.bin") == 1000,
+                    "the complete tree became the resume base; the 10-byte partial was the one removed")
+            #expect(try Self.repairedEvents(records, "delta").contains { ($0.detail ?? "").contains("held less of the model") })
+            #expect(!FileIO.exists(layout.installPath(id: "zeta", kind: .llm)))
+            #expect(FileIO.regularFileSize(layout.partialPath(id: "zeta") + "/model.bin") == 600)
+        }
+    }
+
     @Test("(e) a partial record without data is removed; one with data (files or archive) is kept")
     func repairPartialRecordWithoutData() throws {
         try S.withTempDir { dir in

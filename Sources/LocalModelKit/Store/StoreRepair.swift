@@ -159,6 +159,14 @@ struct StoreRepair {
             guard let lock = try layout.tryModelLock(model.id, ifPermitted: true) else { continue }
             defer { lock.unlock() }
             if try records.install(model.id)?.state == .installed { continue }
+            // Partial data already there (records lost, then a download started again): keep
+            // whichever tree holds more of the model's bytes, never discard the larger one.
+            let partial = layout.partialPath(id: model.id)
+            if FileIO.isDirectory(partial), usefulBytes(of: model, in: folder) > usefulBytes(of: model, in: partial) {
+                let freed = try layout.remove(partial)
+                try records.append(.repaired, modelId: model.id,
+                                   detail: "removed partial data (\(freed) bytes) that held less of the model than the unrecorded folder \(folder)")
+            }
             if try salvage(folder, modelId: model.id) {
                 try records.append(.repaired, modelId: model.id, detail: "unrecorded folder moved to .partial for re-verification")
                 actions.append(RepairAction(modelId: model.id, what: "folder \(folder) had no install record; moved to .partial, the next download re-verifies it"))
@@ -182,6 +190,15 @@ struct StoreRepair {
             return files.contains { FileIO.regularFileSize($0.path, in: folder, checked: &checked) != $0.size }
         case .partial:
             return !FileIO.exists(layout.partialPath(id: record.modelId)) && !FileIO.exists(layout.partialArchivePath(id: record.modelId))
+        }
+    }
+
+    /// How many of `model`'s bytes the tree at `folder` holds: each catalog file that is a
+    /// regular file there counts up to its declared size (partial files count what they have).
+    private func usefulBytes(of model: CatalogModel, in folder: String) -> Int64 {
+        var checked = Set<String>()
+        return model.files.reduce(Int64(0)) { sum, file in
+            sum + min(FileIO.regularFileSize(file.path, in: folder, checked: &checked) ?? 0, file.size)
         }
     }
 
