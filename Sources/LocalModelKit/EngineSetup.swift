@@ -42,13 +42,32 @@ public struct EngineSetup: Sendable {
     }
 
     /// Where the catalog comes from, for messages: its path, or "built-in".
-    public var catalogSource: String { catalogPath ?? "built-in" }
+    public var catalogSource: String {
+        if let catalogPath { return catalogPath }
+        if let root = storeRoot,
+           let stored = StoreLayout(root: root).storedCatalog(keys: TrustedCatalogKeys.all(environment: environment)),
+           stored.catalog.catalogVersion > BundledCatalog.catalog.catalogVersion {
+            return stored.path
+        }
+        return "built-in"
+    }
 
-    /// The catalog: the file, fully validated and not expired, or the built-in one
-    /// (validated when built, never expiring).
+    /// The catalog: the file, fully validated and not expired; else the newest signed
+    /// catalog the store accepted when it is newer than the built-in one; else the built-in
+    /// one (validated when built, never expiring).
     public func catalog() throws(LocalModelError) -> Catalog {
         let loader = CatalogLoader()
-        guard let path = catalogPath else { return loader.bundled() }
+        guard let path = catalogPath else {
+            // The newest signed catalog the store accepted (`catalog update`), re-verified;
+            // the built-in one is the floor.
+            let bundled = loader.bundled()
+            if let root = storeRoot,
+               let stored = StoreLayout(root: root).storedCatalog(keys: TrustedCatalogKeys.all(environment: environment)),
+               stored.catalog.catalogVersion > bundled.catalogVersion {
+                return stored.catalog
+            }
+            return bundled
+        }
         let catalog: Catalog
         do {
             catalog = try loader.load(contentsOf: path)

@@ -5,6 +5,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case unknownModel, invalidCatalog, catalogRollback, busy
     /// The catalog's `expiresAt` has passed.
     case catalogExpired
+    /// A catalog's detached signature is missing, malformed, or not by a trusted key.
+    case signatureInvalid
     /// Nothing names a store folder (no HOME, no `EXTENTOS_MODELS_DIR`, none given).
     case noStore
     /// Storage: the check before any byte moved, or a disk that filled up mid-way
@@ -21,7 +23,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     public var exitStatus: Int32 {
         switch self {
         case .insufficientStorage, .diskFull: return 3
-        case .integrityMismatch, .sizeMismatch, .unsafeArchive: return 4
+        case .integrityMismatch, .sizeMismatch, .unsafeArchive, .signatureInvalid: return 4
         case .unknownModel: return 5
         case .invalidCatalog, .catalogRollback, .catalogExpired: return 6
         case .busy: return 7
@@ -46,6 +48,11 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     case catalogRollback(offered: Int, recorded: Int, store: String)
     /// The catalog's `expiresAt` has passed: it is no longer trusted (a frozen mirror).
     case catalogExpired(source: String, expiresAt: String)
+    /// A catalog's signature (`signature`, the `.sig` beside it) is not the base64 of an
+    /// Ed25519 signature by any of the trusted keys (`keys`, by name) over its exact bytes.
+    case catalogSignatureInvalid(source: String, signature: String, keys: [String])
+    /// The catalog (or its signature) at `url` is larger than the `cap` bytes read.
+    case catalogTooLarge(url: String, cap: Int64)
     /// Another process (or task) holds the model's lock.
     case busy(modelId: String)
     /// The download cannot fit: checked before any byte is transferred.
@@ -86,6 +93,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         case .invalidCatalog: return .invalidCatalog
         case .catalogRollback: return .catalogRollback
         case .catalogExpired: return .catalogExpired
+        case .catalogSignatureInvalid: return .signatureInvalid
+        case .catalogTooLarge: return .invalidCatalog
         case .busy: return .busy
         case .insufficientStorage: return .insufficientStorage
         case .diskFull: return .diskFull
@@ -119,7 +128,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     public var modelId: String? {
         switch self {
         case .unknownModel(let id): return id
-        case .noStoreFolder, .invalidCatalog, .catalogRollback, .catalogExpired, .records: return nil
+        case .noStoreFolder, .invalidCatalog, .catalogRollback, .catalogExpired, .catalogSignatureInvalid, .catalogTooLarge, .records: return nil
         case .busy(let id), .noSource(let id, _), .notInstalled(let id): return id
         case let .insufficientStorage(id, _, _), let .diskFull(id, _, _, _), let .httpStatus(id, _, _, _),
              let .integrityMismatch(id, _, _, _), let .sizeMismatch(id, _, _, _, _), let .unsafeArchive(id, _, _),
@@ -157,6 +166,10 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             return error.description
         case let .catalogRollback(offered, recorded, store):
             return "catalog version \(offered) is older than version \(recorded) already used by the store \(store); refusing a rollback. Use the newer catalog (or a store of its own with --store)."
+        case let .catalogSignatureInvalid(source, signature, keys):
+            return "\(source): the signature \(signature) is not valid for any trusted key (\(keys.joined(separator: ", "))); the catalog was changed after signing, signed by another key, or the signature belongs to another file. Nothing was changed; ask the catalog's publisher, or check the mirror."
+        case let .catalogTooLarge(url, cap):
+            return "\(url) is larger than the \(cap)-byte cap for a catalog (or the server never ends the body); refused, nothing was changed. Check the URL."
         case let .catalogExpired(source, expiresAt):
             return "the catalog \(source) expired at \(expiresAt) and is no longer trusted (its publisher stopped vouching for it, or a mirror serves an old copy). Get a current catalog from its publisher, or run without --catalog to use the built-in one."
         case .busy(let id):

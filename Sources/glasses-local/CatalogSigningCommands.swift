@@ -68,26 +68,20 @@ enum CatalogSigningCommands {
         let file = inv.positional[0]
         let sigPath = inv.value("--sig") ?? file + ".sig"
         let message = try read(file, "catalog")
-        guard let signature = Base64.decode(String(decoding: try read(sigPath, "signature", limit: 4096), as: UTF8.self)),
-              signature.count == 64 else {
-            throw CLIError(exitCode: .integrity, code: "signatureInvalid",
-                           message: "\(sigPath) does not hold the base64 of a 64-byte Ed25519 signature")
-        }
+        let signatureText = try read(sigPath, "signature", limit: 4096)
         let keys: [(name: String, pem: String)]
         if let keyPath = inv.value("--key") {
             keys = [(keyPath, String(decoding: try read(keyPath, "public key", limit: 16 << 10), as: UTF8.self))]
         } else {
             keys = TrustedCatalogKeys.all(environment: context.environment)
         }
-        guard let signer = keys.first(where: { Ed25519.verify(message, signature: signature, publicPEM: $0.pem) }) else {
-            let tried = keys.map(\.name).joined(separator: ", ")
-            throw CLIError(exitCode: .integrity, code: "signatureInvalid",
-                           message: "\(file): the signature in \(sigPath) is not valid for any trusted key (\(tried)); the file was changed after signing, or signed by another key")
+        guard let signer = CatalogSignature.signer(of: message, signatureText: signatureText, keys: keys) else {
+            throw CLIError(LocalModelError.catalogSignatureInvalid(source: file, signature: sigPath, keys: keys.map(\.name)))
         }
         if context.console.json {
-            context.console.printJSON(["valid": .bool(true), "key": .string(signer.name)])
+            context.console.printJSON(["valid": .bool(true), "key": .string(signer)])
         } else {
-            context.console.say("\(file): valid signature by \(signer.name)")
+            context.console.say("\(file): valid signature by \(signer)")
         }
         return .ok
     }

@@ -61,7 +61,7 @@ struct CompletionsTests {
         }
         #expect(try offers("glasses-local d") == ["delete", "doctor", "download"])
         #expect(try offers("glasses-local download --p") == ["--parallel"])
-        #expect(try offers("glasses-local catalog ") == ["hash", "keygen", "sign", "validate", "verify"])
+        #expect(try offers("glasses-local catalog ") == ["hash", "keygen", "sign", "update", "validate", "verify"])
     }
 
     @Test("zsh: the script parses and registers _glasses_local with compinit")

@@ -39,6 +39,8 @@ public struct StoreLayout: Sendable, Equatable {
     public var stagingRoot: String { root + "/.staging" }
     public var locksRoot: String { root + "/.locks" }
     public var voicesRoot: String { root + "/voices" }
+    /// Accepted signed catalogs: `<version>.json` and `<version>.json.sig` (see `CatalogUpdate`).
+    public var catalogRoot: String { root + "/.catalog" }
 
     /// Final folder of an installed model.
     public func installPath(id: String, kind: ModelKind) -> String {

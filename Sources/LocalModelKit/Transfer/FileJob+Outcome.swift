@@ -27,7 +27,8 @@ extension FileJob {
                 restartFromZero(reason)
                 scheduleRetry(cause: reason)
             case .tooLong:
-                restartFromZero("the server sent more than the declared \(request.size) bytes")
+                restartFromZero(request.sizeIsLimit ? "the server sent more than the \(request.size)-byte cap"
+                                                    : "the server sent more than the declared \(request.size) bytes")
                 finish(.failed(.tooLong(declared: request.size)))
             case .sizeMismatch(let served):
                 finish(.failed(.sizeMismatch(declared: request.size, served: served)))
@@ -46,6 +47,13 @@ extension FileJob {
         switch result {
         case .ok:
             switch status {
+            case 200 where request.sizeIsLimit:
+                // The whole body, as long as the server said (when it said).
+                if let length = contentLength, onDisk != length {
+                    scheduleRetry(cause: "the connection closed after \(onDisk) of \(length) bytes")
+                } else {
+                    verifyComplete(fromNetwork: true)
+                }
             case 200, 206:
                 if onDisk == request.size {
                     verifyComplete(fromNetwork: true)

@@ -92,7 +92,11 @@ final class FileJob: CurlEasyDelegate {
             finish(.failed(error.isOutOfSpace ? .noSpace(path: request.partialPath) : .system(error)))
             return
         }
-        if size > request.size {
+        if request.sizeIsLimit {
+            // Nothing declares the length, so nothing can be resumed: fetch it whole.
+            if size > 0 { file?.truncate(to: 0) }
+            size = 0
+        } else if size > request.size {
             // Longer than the file can be: not a resume base (P5).
             restartFromZero("the partial file was longer than the declared size")
             size = 0
@@ -118,7 +122,7 @@ final class FileJob: CurlEasyDelegate {
             finish(.failed(.system(error as? SystemError ?? SystemError(message: "hash \(request.partialPath): \(error)"))))
             return
         }
-        if onDisk == request.size { verifyComplete(fromNetwork: false) }
+        if onDisk == request.size && !request.sizeIsLimit { verifyComplete(fromNetwork: false) }
     }
 
     func hashExisting(into hasher: SHA256Hasher, bytes: Int64) throws {
@@ -189,6 +193,12 @@ final class FileJob: CurlEasyDelegate {
         contentEncoding = nil
         abort = nil
         accepting = false
+        if request.sizeIsLimit && onDisk > 0 {
+            // An earlier attempt ended short: without a declared length it starts over.
+            file.truncate(to: 0)
+            hasher = try? SHA256Hasher()
+            onDisk = 0
+        }
         onDiskAtAttemptStart = onDisk
         requestedOffset = onDisk
         writebackFrom = onDisk
@@ -265,8 +275,8 @@ final class FileJob: CurlEasyDelegate {
                 abort = .encoding(encoding)
                 return false
             }
-            if let length = contentLength, length != request.size {
-                abort = .sizeMismatch(length)
+            if let length = contentLength, request.sizeIsLimit ? length > request.size : length != request.size {
+                abort = request.sizeIsLimit ? .tooLong : .sizeMismatch(length)
                 return false
             }
             if onDisk > 0 {

@@ -11,6 +11,10 @@ public struct FileRequest: Sendable, Equatable {
     /// opened without following links, and so is the file (P11).
     public var boundary: String
     public var size: Int64
+    /// When true, `size` is a cap, not the length: the file is whatever the server sends,
+    /// at most `size` bytes (small metadata such as a catalog and its signature, whose
+    /// length nothing declares). Never resumed; more than the cap fails as `tooLong`.
+    public var sizeIsLimit: Bool
     /// Expected SHA-256; nil means size-checked only.
     public var sha256: String?
     /// Validators the server gave last time, for `If-Range`.
@@ -18,12 +22,13 @@ public struct FileRequest: Sendable, Equatable {
     public var lastModified: String?
 
     public init(name: String, url: String, partialPath: String, boundary: String, size: Int64, sha256: String?,
-                etag: String? = nil, lastModified: String? = nil) {
+                etag: String? = nil, lastModified: String? = nil, sizeIsLimit: Bool = false) {
         self.name = name
         self.url = url
         self.partialPath = partialPath
         self.boundary = boundary
         self.size = size
+        self.sizeIsLimit = sizeIsLimit
         self.sha256 = sha256
         self.etag = etag
         self.lastModified = lastModified

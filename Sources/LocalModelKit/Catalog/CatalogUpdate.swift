@@ -1,0 +1,139 @@
+import FoundationEssentials
+
+/// Signed catalog updates (TUF's lessons, kept small): a catalog is accepted only when its
+/// detached Ed25519 signature verifies against a trusted key, its `catalogVersion` is higher
+/// than any the store has used (lower is a rollback, recorded and refused; equal is nothing
+/// to do), its `expiresAt` has not passed (a frozen mirror), and it validates. Accepted
+/// catalogs live in the store as `.catalog/<version>.json` + `.sig` and are re-verified
+/// whenever they are read; the built-in catalog is the floor.
+public enum CatalogSignature {
+    /// The trusted key (by name) that signed `message`, or nil. `signatureText` is the
+    /// `.sig` file's text: the base64 of a 64-byte Ed25519 signature.
+    public static func signer(of message: [UInt8], signatureText: [UInt8],
+                              keys: [(name: String, pem: String)]) -> String? {
+        guard let signature = Base64.decode(String(decoding: signatureText, as: UTF8.self)), signature.count == 64 else {
+            return nil
+        }
+        return keys.first { Ed25519.verify(message, signature: signature, publicPEM: $0.pem) }?.name
+    }
+
+    /// The catalog in `bytes`, when a trusted key signed it, it validates and has not
+    /// expired; else the typed reason. `source` names it in messages.
+    public static func accept(_ bytes: [UInt8], signatureText: [UInt8], source: String, signaturePath: String,
+                              keys: [(name: String, pem: String)], now: Int64) throws(LocalModelError) -> (Catalog, signer: String) {
+        guard let signer = signer(of: bytes, signatureText: signatureText, keys: keys) else {
+            throw .catalogSignatureInvalid(source: source, signature: signaturePath, keys: keys.map(\.name))
+        }
+        let catalog: Catalog
+        do {
+            catalog = try CatalogLoader().decode(bytes, source: source)
+        } catch {
+            throw .invalidCatalog(error)
+        }
+        if catalog.isExpired(now: now), let expiresAt = catalog.expiresAt {
+            throw .catalogExpired(source: source, expiresAt: expiresAt)
+        }
+        return (catalog, signer)
+    }
+}
+
+/// What `updateCatalog` did.
+public enum CatalogUpdateOutcome: Sendable, Equatable {
+    /// A newer catalog was accepted and stored; `signer` is the key that signed it.
+    case accepted(version: Int, previous: Int, signer: String)
+    /// The offered catalog has the version already in use.
+    case upToDate(version: Int)
+}
+
+/// The largest catalog an update reads, unless the caller gives another cap.
+public let catalogUpdateCap: Int64 = 1 << 20
+
+extension StoreLayout {
+    /// The newest stored catalog that still verifies (signature by a trusted key, valid;
+    /// an accepted catalog keeps serving after its `expiresAt`: expiry guards what is
+    /// accepted, and a device offline past it must not lose its models), or nil.
+    public func storedCatalog(keys: [(name: String, pem: String)]) -> (catalog: Catalog, path: String)? {
+        guard let names = try? FileIO.listDirectory(catalogRoot) else { return nil }
+        let versions = names.compactMap { name -> Int? in
+            guard name.hasSuffix(".json") else { return nil }
+            return Int(name.dropLast(5)).flatMap { $0 > 0 ? $0 : nil }
+        }.sorted(by: >)
+        for version in versions {
+            let path = catalogRoot + "/\(version).json"
+            guard let bytes = try? FileIO.readFile(atPath: path, limit: Int(catalogUpdateCap)),
+                  let sig = try? FileIO.readFile(atPath: path + ".sig", limit: 4096),
+                  CatalogSignature.signer(of: bytes, signatureText: sig, keys: keys) != nil,
+                  let catalog = try? CatalogLoader().decode(bytes, source: path),
+                  catalog.catalogVersion == version else { continue }
+            return (catalog, path)
+        }
+        return nil
+    }
+}
+
+extension LocalModelEngine {
+    /// Fetches the catalog at `url` and its signature at `url + ".sig"` through the transfer
+    /// engine (at most `cap` bytes each), and accepts it by the rules above. The stored
+    /// catalog changes only on acceptance; a refused rollback is recorded in the history.
+    public func updateCatalog(from url: String, keys: [(name: String, pem: String)], cap: Int64 = catalogUpdateCap,
+                              options: DownloadOptions = DownloadOptions(), cancellation: CancellationFlag = CancellationFlag(),
+                              now: Int64 = Int64(FileIO.wallClockSeconds())) throws(LocalModelError) -> CatalogUpdateOutcome {
+        let records = try open().records
+        let lock = FileLock(path: layout.locksRoot + "/@catalog.lock")
+        let work = layout.partialRoot + "/@catalog"
+        let sigURL = url + ".sig"
+        let requests = [
+            FileRequest(name: "catalog", url: url, partialPath: work + "/catalog.json", boundary: layout.root,
+                        size: cap, sha256: nil, sizeIsLimit: true),
+            FileRequest(name: "catalog signature", url: sigURL, partialPath: work + "/catalog.json.sig", boundary: layout.root,
+                        size: 4096, sha256: nil, sizeIsLimit: true),
+        ]
+        let bytes: [UInt8]
+        let sig: [UInt8]
+        do {
+            try lock.lock()
+            defer { lock.unlock() }
+            _ = try layout.remove(work)
+            defer { _ = try? layout.remove(work) }
+            let session = TransferSession(policy: options.policy, cancellation: cancellation,
+                                          allowPlainHTTPRedirects: url.lowercased().hasPrefix("http://"),
+                                          onEvent: { _ in }, onTick: { _ in })
+            let outcomes = try session.run(requests)
+            for (request, outcome) in zip(requests, outcomes) {
+                guard case .failed(let failure) = outcome else { continue }
+                if case .tooLong = failure { throw LocalModelError.catalogTooLarge(url: request.url, cap: request.size) }
+                throw LocalModelError(failure, modelId: "catalog update", request: request) { (0, 0) }
+            }
+            bytes = try FileIO.readFile(atPath: requests[0].partialPath, limit: Int(cap))
+            sig = try FileIO.readFile(atPath: requests[1].partialPath, limit: 4096)
+            let (catalog, signer) = try CatalogSignature.accept(bytes, signatureText: sig, source: url, signaturePath: sigURL,
+                                                                 keys: keys, now: now)
+            let recorded = max(try records.read { try $0.highestCatalogVersion() }, self.catalog.catalogVersion)
+            if catalog.catalogVersion < recorded {
+                try records.append(.catalog, modelId: nil,
+                                   detail: "refused catalog version \(catalog.catalogVersion) from \(url): lower than version \(recorded) in use (rollback)")
+                throw LocalModelError.catalogRollback(offered: catalog.catalogVersion, recorded: recorded, store: layout.root)
+            }
+            if catalog.catalogVersion == recorded { return .upToDate(version: recorded) }
+            // The signature first, then the catalog: a reader sees a catalog only once its
+            // signature is beside it. Both are re-verified whenever they are read.
+            try layout.createDirectory(layout.catalogRoot)
+            let target = layout.catalogRoot + "/\(catalog.catalogVersion).json"
+            try layout.rename(requests[1].partialPath, to: target + ".sig")
+            try layout.rename(requests[0].partialPath, to: target)
+            try FileIO.syncDirectory(layout.catalogRoot)
+            try records.write { ctx in
+                try ctx.noteCatalogVersion(catalog.catalogVersion)
+                try ctx.append(.catalog, modelId: nil,
+                               detail: "catalog version \(catalog.catalogVersion) accepted from \(url), signed by \(signer)")
+            }
+            // Older stored catalogs are never used again (the version only rises).
+            for name in (try? FileIO.listDirectory(layout.catalogRoot)) ?? [] where !name.hasPrefix("\(catalog.catalogVersion).") {
+                _ = try? layout.remove(layout.catalogRoot + "/" + name)
+            }
+            return .accepted(version: catalog.catalogVersion, previous: recorded, signer: signer)
+        } catch {
+            throw .wrap(error)
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import GlassesTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `catalog update`: a signed catalog served by a real nginx is accepted only when a trusted
+/// key signed it, it is newer, unexpired and valid; every refusal leaves the stored catalog
+/// as it was. Keys are made at test time and trusted through EXTENTOS_CATALOG_KEYS.
+@Suite("Signed catalogs: update")
+struct CatalogUpdateTests {
+    /// A world with a publisher key (trusted), a stranger's key (not trusted), and helpers
+    /// to publish catalogs on its nginx.
+    struct Publisher {
+        let w: World
+        let key: String
+        let strangerKey: String
+        var trusted: String { w.root + "/trusted" }
+        var env: [String: String] { ["EXTENTOS_CATALOG_KEYS": trusted] }
+
+        init() throws {
+            w = try World()
+            try FileManager.default.createDirectory(atPath: w.root + "/trusted", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: w.root + "/keys", withIntermediateDirectories: true)
+            key = w.root + "/keys/publisher"
+            strangerKey = w.root + "/keys/stranger"
+            for k in [key, strangerKey] {
+                let r = try w.run(["catalog", "keygen", k], catalog: nil)
+                try #require(r.status == 0, "\(r)")
+            }
+            try FileManager.default.copyItem(atPath: key + ".pub", toPath: w.root + "/trusted/publisher.pub")
+        }
+
+        /// Writes `text` as `<mirror>/<name>` and signs it with `key` (default: the publisher's).
+        /// Returns its URL.
+        @discardableResult
+        func publish(_ name: String, _ text: String, key signingKey: String? = nil) throws -> String {
+            let path = w.nginx.mirror + "/" + name
+            try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            let r = try w.run(["catalog", "sign", path, "--key", signingKey ?? key], catalog: nil)
+            try #require(r.status == 0, "\(r)")
+            return w.nginx.origin + "/" + name
+        }
+
+        func update(_ url: String, json: Bool = false) throws -> CLIResult {
+            try w.run(["catalog", "update", "--from", url, "--retries", "1", "--retry-delay", "0"] + (json ? ["--json"] : []),
+                      catalog: nil, env: env, timeout: 60)
+        }
+
+        /// The stored catalogs: file name → bytes.
+        func stored() -> [String: Data] {
+            let dir = w.store + "/.catalog"
+            var out: [String: Data] = [:]
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? [] {
+                out[name] = FileManager.default.contents(atPath: dir + "/" + name)
+            }
+            return out
+        }
+
+        func list() throws -> CLIResult { try w.run(["list"], catalog: nil, env: env) }
+        func history() throws -> String { try w.run(["history"], catalog: nil, env: env).stdout }
+    }
+
+    static func catalog(version: Int, id: String = "huge-model", expiresAt: String? = nil) -> String {
+        var text = Fixtures.catalog(version: version, id: id)
+        if let expiresAt {
+            text = text.replacingOccurrences(of: #""generatedAt": "2026-01-01T00:00:00Z","#,
+                                             with: #""generatedAt": "2026-01-01T00:00:00Z", "expiresAt": "\#(expiresAt)","#)
+        }
+        return text
+    }
+
+    @Test("a newer catalog signed by a trusted key is accepted, stored and used; the same version again is nothing to do; a fast-forward is accepted")
+    func acceptUpToDateFastForward() throws {
+        let p = try Publisher(); defer { p.w.remove() }
+        let before = try p.list()
+        #expect(before.status == 0 && !before.stdout.contains("v2-model"), "\(before)")
+
+        let url = try p.publish("cat/catalog.json", Self.catalog(version: 2, id: "v2-model"))
+        let r = try p.update(url)
+        #expect(r.status == 0, "\(r)")
+        #expect(r.stdout.contains("catalog version 2 accepted") && r.stdout.contains("publisher"), "\(r)")
+        #expect(Set(p.stored().keys) == ["2.json", "2.json.sig"], "\(p.stored().keys)")
+        let after = try p.list()
+        #expect(after.status == 0 && after.stdout.contains("v2-model"), "the accepted catalog is used from now on\n\(after)")
+        #expect(try p.history().contains("catalog version 2 accepted from \(url), signed by publisher"))
+
+        let same = try p.update(url, json: true)
+        #expect(same.status == 0, "\(same)")
+        #expect(try same.jsonObject()["outcome"] as? String == "upToDate", "\(same)")
+
+        let far = try p.publish("cat/catalog.json", Self.catalog(version: 500, id: "v500-model"))
+        let ff = try p.update(far, json: true)
+        #expect(ff.status == 0, "\(ff)")
+        let doc = try ff.jsonObject()
+        #expect(doc["outcome"] as? String == "accepted" && doc["catalogVersion"] as? Int == 500 && doc["previousVersion"] as? Int == 2, "\(ff)")
+        #expect(Set(p.stored().keys) == ["500.json", "500.json.sig"], "older stored catalogs are removed")
+        #expect(try p.list().stdout.contains("v500-model"))
+
+        // Without the key the store's catalog is not trusted: the built-in one is used, and
+        // the store (which has seen version 500) refuses it as a rollback rather than
+        // silently using an unverified file.
+        let untrusted = try p.w.run(["list"], catalog: nil)
+        #expect(untrusted.status == 6 && untrusted.stderr.contains("rollback"), "\(untrusted)")
+    }
+
+    struct Refusal: CustomTestStringConvertible, Sendable {
+        var name: String
+        var status: Int32
+        var code: String
+        var message: String
+        var testDescription: String { name }
+    }
+
+    static let refusals: [Refusal] = [
+        Refusal(name: "signed by an unknown key", status: 4, code: "signatureInvalid", message: "not valid for any trusted key"),
+        Refusal(name: "the signature of another file", status: 4, code: "signatureInvalid", message: "not valid for any trusted key"),
+        Refusal(name: "one byte changed after signing", status: 4, code: "signatureInvalid", message: "not valid for any trusted key"),
+        Refusal(name: "a lower version (rollback)", status: 6, code: "catalogRollback", message: "rollback"),
+        Refusal(name: "an expired catalog", status: 6, code: "catalogExpired", message: "expired at 2026-02-01T00:00:00Z"),
+        Refusal(name: "an invalid catalog, validly signed", status: 6, code: "invalidCatalog", message: "models[0].files[0].size"),
+        Refusal(name: "no signature at all (404)", status: 1, code: "httpStatus", message: "HTTP 404"),
+    ]
+
+    @Test("refused with a clear message, and the stored catalog unchanged", arguments: refusals)
+    func refused(_ c: Refusal) throws {
+        let p = try Publisher(); defer { p.w.remove() }
+        let v5 = try p.publish("good/catalog.json", Self.catalog(version: 5, id: "v5-model"))
+        try #require(try p.update(v5).status == 0)
+        let stored = p.stored()
+        try #require(stored.count == 2)
+
+        let url: String
+        switch c.name {
+        case "signed by an unknown key":
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 6), key: p.strangerKey)
+        case "the signature of another file":
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 6))
+            try FileManager.default.removeItem(atPath: p.w.nginx.mirror + "/bad/catalog.json.sig")
+            try FileManager.default.copyItem(atPath: p.w.nginx.mirror + "/good/catalog.json.sig", toPath: p.w.nginx.mirror + "/bad/catalog.json.sig")
+        case "one byte changed after signing":
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 6))
+            let path = p.w.nginx.mirror + "/bad/catalog.json"
+            let text = try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(of: "\"catalogVersion\": 6", with: "\"catalogVersion\": 7")
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+        case "a lower version (rollback)":
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 4))
+        case "an expired catalog":
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 6, expiresAt: "2026-02-01T00:00:00Z"))
+        case "an invalid catalog, validly signed":
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 6).replacingOccurrences(of: "1099511627776", with: "-1"))
+        default:
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 6))
+            try FileManager.default.removeItem(atPath: p.w.nginx.mirror + "/bad/catalog.json.sig")
+        }
+        let r = try p.update(url, json: true)
+        #expect(r.status == c.status, "\(r)")
+        #expect(r.stderr.contains(c.message), "\(r)")
+        let error = try #require(try r.jsonObject()["error"] as? [String: Any], "\(r)")
+        #expect(error["code"] as? String == c.code, "\(r)")
+        #expect(p.stored() == stored, "the stored catalog is unchanged")
+        #expect(try p.list().stdout.contains("v5-model"), "the catalog already trusted is still used")
+        if c.code == "catalogRollback" {
+            #expect(try p.history().contains("refused catalog version 4 from \(url)"), "the refused rollback is in the history")
+        }
+    }
+
+    @Test("a catalog larger than the cap, or a body that never ends, is refused after at most the cap; the stored catalog is unchanged")
+    func capped() throws {
+        let p = try Publisher(); defer { p.w.remove() }
+        let v5 = try p.publish("good/catalog.json", Self.catalog(version: 5, id: "v5-model"))
+        try #require(try p.update(v5).status == 0)
+        let stored = p.stored()
+        let server = try PortServer(python: HostileServerNumberTests.faultServerScript)
+        defer { server.stop() }
+        for query in ["size=3000000&seed=1", "size=1&seed=1&endless=1"] {
+            let r = try p.update("http://127.0.0.1:\(server.port)/c/catalog.json?\(query)", json: true)
+            #expect(r.status == 6, "\(query): \(r)")
+            #expect(r.stderr.contains("larger than the 1048576-byte cap"), "\(query): \(r)")
+            let error = try #require(try r.jsonObject()["error"] as? [String: Any], "\(r)")
+            #expect(error["code"] as? String == "invalidCatalog", "\(r)")
+            #expect(p.stored() == stored)
+        }
+        #expect(!FileManager.default.fileExists(atPath: p.w.store + "/.partial/@catalog"), "nothing is left behind")
+    }
+
+    @Test("no URL is a usage error that says how to give one; EXTENTOS_CATALOG_URL is used when --from is absent")
+    func urlFromEnvironment() throws {
+        let p = try Publisher(); defer { p.w.remove() }
+        let none = try p.w.run(["catalog", "update"], catalog: nil, env: p.env)
+        #expect(none.status == 2 && none.stderr.contains("EXTENTOS_CATALOG_URL"), "\(none)")
+        let url = try p.publish("cat/catalog.json", Self.catalog(version: 3, id: "v3-model"))
+        var env = p.env
+        env["EXTENTOS_CATALOG_URL"] = url
+        let r = try p.w.run(["catalog", "update"], catalog: nil, env: env)
+        #expect(r.status == 0 && r.stdout.contains("catalog version 3 accepted"), "\(r)")
+    }
+}
