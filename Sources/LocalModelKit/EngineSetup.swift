@@ -11,7 +11,8 @@ public struct EngineSetup: Sendable {
     /// environment's default (`StoreLayout.defaultRoot`).
     public var storeDirectory: String?
     /// An explicit catalog file (`--catalog`, `configure(catalogFile:)`); nil for
-    /// `$EXTENTOS_CATALOG`, else the built-in catalog.
+    /// `$EXTENTOS_CATALOG`, else the store's signed catalog or the built-in one. An http(s)
+    /// URL is a signed catalog, fetched and checked as `catalog update` does.
     public var catalogFile: String?
     /// Share of physical memory a model may use (the memory class budget).
     public var memoryShare: Double
@@ -41,6 +42,12 @@ public struct EngineSetup: Sendable {
         return nil
     }
 
+    /// Whether `--catalog` names a URL (a signed catalog to update from) rather than a file.
+    public static func isURL(_ text: String) -> Bool {
+        let lower = text.lowercased()
+        return lower.hasPrefix("https://") || lower.hasPrefix("http://")
+    }
+
     /// Where the catalog comes from, for messages: its path, or "built-in".
     public var catalogSource: String {
         if let catalogPath { return catalogPath }
@@ -57,6 +64,16 @@ public struct EngineSetup: Sendable {
     /// one (validated when built, never expiring).
     public func catalog() throws(LocalModelError) -> Catalog {
         let loader = CatalogLoader()
+        if let url = catalogPath, Self.isURL(url) {
+            // `--catalog URL`: the same checks as `catalog update`, then the store's catalog.
+            var floor = self
+            floor.catalogFile = nil
+            floor.environment["EXTENTOS_CATALOG"] = nil
+            let engine = try floor.makeEngine()
+            _ = try engine.updateCatalog(from: url, keys: TrustedCatalogKeys.all(environment: environment),
+                                         options: DownloadOptions(policy: transferPolicy()))
+            return try floor.catalog()
+        }
         guard let path = catalogPath else {
             // The newest signed catalog the store accepted (`catalog update`), re-verified;
             // the built-in one is the floor.

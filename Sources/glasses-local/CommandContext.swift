@@ -34,8 +34,8 @@ final class CommandContext {
         }
         let setup = EngineSetup(environment: environment, storeDirectory: invocation.value("--store"),
                                 catalogFile: invocation.value("--catalog"), memoryShare: share, probe: memoryProbe)
-        if let file = setup.catalogPath, file.hasPrefix("https://") || file.hasPrefix("http://") {
-            throw .usage("--catalog takes a file in this build; download the catalog first (curl -o catalog.json '\(file)') and pass the file", of: invocation.command)
+        if let url = setup.catalogPath, EngineSetup.isURL(url), let problem = CatalogRules.urlProblem(url) {
+            throw .usage("--catalog \(url): \(problem)", of: invocation.command)
         }
         return setup
     }

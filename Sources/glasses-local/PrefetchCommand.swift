@@ -7,7 +7,7 @@ import LocalModelKit
 enum PrefetchCommand {
     static let command = Command(
         spec: CommandSpec(name: "prefetch", abstract: "Download what autoChoice wants, unattended, within a policy (for cron or a systemd timer).",
-                          discussion: "Downloads autoChoice's download target (and the voice with --include-voice), or nothing, saying why. Each condition that stops a run is one line naming it and the value seen. Exits 0 when done, when there is nothing to do, when a condition stopped it, when the window closed mid-download (the partial data is kept) and when another prefetch is running; 75 on a transient failure, so the scheduler retries later; the other statuses as for download. Overrides for tests: EXTENTOS_NOW, EXTENTOS_POWER_SUPPLY_DIR, EXTENTOS_LOADAVG.",
+                          discussion: "Downloads autoChoice's download target (and the voice with --include-voice), or nothing, saying why. Each condition that stops a run is one line naming it and the value seen. Exits 0 when done, when there is nothing to do, when a condition stopped it, when the window closed mid-download (the partial data is kept) and when another prefetch is running; 75 on a transient failure, so the scheduler retries later; the other statuses as for download. With EXTENTOS_CATALOG_URL set, the signed catalog there is fetched first (as catalog update does); a failed update is a warning and the run goes on with the catalog already trusted. Overrides for tests: EXTENTOS_NOW, EXTENTOS_POWER_SUPPLY_DIR, EXTENTOS_LOADAVG.",
                           options: [
                               OptionSpec(name: "--min-free-mb", valueName: "N", help: "Never leave less than N MiB free after a download."),
                               OptionSpec(name: "--max-bytes", valueName: "N", help: "Fetch at most N bytes in this run; a bigger model waits (its partial data is kept)."),
@@ -52,6 +52,11 @@ enum PrefetchCommand {
         policy.jitterSeconds = try seconds("--jitter", 86_400) ?? 0
         policy.includeVoice = inv.flag("--include-voice")
         policy.dryRun = inv.flag("--dry-run")
+        if let url = context.environment["EXTENTOS_CATALOG_URL"], !url.isEmpty {
+            if let problem = CatalogRules.urlProblem(url) { throw .usage("EXTENTOS_CATALOG_URL \(url): \(problem)", of: inv.command) }
+            policy.catalogURL = url
+            policy.catalogKeys = TrustedCatalogKeys.all(environment: context.environment)
+        }
         return policy
     }
 
@@ -89,6 +94,19 @@ enum PrefetchCommand {
                     case let .fetching(id, missing):
                         line("fetching", "fetching \(id) (\(Format.bytes(missing)) missing)", [("modelId", .string(id)), ("missingBytes", .int(missing))])
                     case let .fetched(id, path): line("fetched", "\(id) installed in \(path)", [("modelId", .string(id)), ("path", .string(path))])
+                    case let .catalogUpdated(.accepted(version, previous, signer), url):
+                        line("catalog", "catalog version \(version) accepted from \(url) (signed by \(signer)); it was \(previous)",
+                             [("outcome", "accepted"), ("catalogVersion", JSONValue(version))])
+                    case let .catalogUpdated(.upToDate(version), _):
+                        line("catalog", "catalog version \(version) is current", [("outcome", "upToDate"), ("catalogVersion", JSONValue(version))])
+                    case let .catalogUpdateFailed(error, url, inUse):
+                        // A warning, not the run's failure: the trusted catalog is used.
+                        if c.json {
+                            c.printJSON(.object([("event", "catalog-update-failed"), ("url", .string(url)), ("catalogVersion", JSONValue(inUse))] + CLIError(error).fields))
+                        } else if !c.quiet {
+                            c.err("prefetch: warning: the catalog update from \(url) failed; catalog version \(inUse) is used: \(error)")
+                        }
+                    case .wouldUpdateCatalog(let url): line("would-update-catalog", "would update the catalog from \(url) first", [("url", .string(url))])
                     case let .windowClosed(id, window, kept):
                         line("window-closed", "the window \(window) closed; \(id) stopped cleanly, \(Format.bytes(kept)) kept for the next run",
                              [("modelId", .string(id)), ("keptBytes", .int(kept))])

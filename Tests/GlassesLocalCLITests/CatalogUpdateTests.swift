@@ -187,6 +187,56 @@ struct CatalogUpdateTests {
         #expect(!FileManager.default.fileExists(atPath: p.w.store + "/.partial/@catalog"), "nothing is left behind")
     }
 
+    @Test("prefetch with EXTENTOS_CATALOG_URL updates the catalog first and fetches what the new catalog offers; a failed update is a warning and the run goes on with the trusted catalog")
+    func prefetchUpdatesFirst() throws {
+        let p = try Publisher(); defer { p.w.remove() }
+        try p.w.addModel("pf", files: [("weights.bin", 300 * 1024), ("config.json", 600)])
+        let hashed = try p.w.run(["catalog", "hash", p.w.nginx.mirror + "/pf", "--id", "pf", "--base-url", p.w.nginx.baseURL("pf"),
+                                  "--required-mb", "1000", "--auto-eligible"], catalog: nil)
+        try #require(hashed.status == 0, "\(hashed)")
+        let v2 = hashed.stdout.replacingOccurrences(of: "\"catalogVersion\": 1,", with: "\"catalogVersion\": 2,")
+        try #require(v2 != hashed.stdout)
+        let device = ["EXTENTOS_MEMORY_MB": "8192", "EXTENTOS_MEMORY_AVAILABLE_MB": "6000"]
+
+        // The update URL is down: a warning, and the run goes on over the built-in catalog
+        // (on a device too small for any built-in model, so nothing leaves 127.0.0.1).
+        var env = p.env.merging(["EXTENTOS_MEMORY_MB": "1024", "EXTENTOS_MEMORY_AVAILABLE_MB": "900"]) { $1 }
+        env["EXTENTOS_CATALOG_URL"] = p.w.nginx.origin + "/missing/catalog.json"
+        let down = try p.w.run(["prefetch", "--dry-run", "--retries", "0"], catalog: nil, env: env)
+        #expect(down.status == 0 && down.stdout.contains("would update the catalog from"), "a dry run only says so\n\(down)")
+        let failed = try p.w.run(["prefetch", "--retries", "0", "--json"], catalog: nil, env: env)
+        #expect(failed.status == 0, "\(failed)")
+        #expect(failed.stdout.contains("\"event\":\"catalog-update-failed\"") && failed.stdout.contains("\"code\":\"httpStatus\""), "\(failed)")
+        #expect(failed.stdout.contains("\"event\":\"nothing\""), "the run went on: \(failed)")
+        #expect(p.stored().isEmpty)
+
+        let url = try p.publish("cat/catalog.json", v2)
+        env = p.env.merging(device) { $1 }
+        env["EXTENTOS_CATALOG_URL"] = url
+        let r = try p.w.run(["prefetch"], catalog: nil, env: env)
+        #expect(r.status == 0, "\(r)")
+        #expect(r.stdout.contains("prefetch: catalog version 2 accepted from \(url)"), "\(r)")
+        #expect(r.stdout.contains("prefetch: pf installed in"), "the new catalog's model is fetched in the same run\n\(r)")
+        #expect(try p.w.run(["verify", "pf"], catalog: nil, env: p.env).status == 0)
+        let again = try p.w.run(["prefetch"], catalog: nil, env: env)
+        #expect(again.status == 0 && again.stdout.contains("catalog version 2 is current"), "\(again)")
+    }
+
+    @Test("--catalog URL on any command goes through the same checks: a signed newer catalog is accepted and used, a forged one refused")
+    func catalogURLOption() throws {
+        let p = try Publisher(); defer { p.w.remove() }
+        let good = try p.publish("cat/catalog.json", Self.catalog(version: 3, id: "v3-model"))
+        let r = try p.w.run(["list", "--catalog", good], catalog: nil, env: p.env)
+        #expect(r.status == 0 && r.stdout.contains("v3-model"), "\(r)")
+        #expect(Set(p.stored().keys) == ["3.json", "3.json.sig"])
+        let forged = try p.publish("bad/catalog.json", Self.catalog(version: 4, id: "v4-model"), key: p.strangerKey)
+        let bad = try p.w.run(["info", "v4-model", "--catalog", forged], catalog: nil, env: p.env)
+        #expect(bad.status == 4 && bad.stderr.contains("not valid for any trusted key"), "\(bad)")
+        #expect(try p.list().stdout.contains("v3-model"), "the trusted catalog is still used")
+        let ftp = try p.w.run(["list", "--catalog", "http://example.com/catalog.json"], catalog: nil, env: p.env)
+        #expect(ftp.status == 2 && ftp.stderr.contains("--catalog http://example.com/catalog.json"), "plain http only on loopback\n\(ftp)")
+    }
+
     @Test("no URL is a usage error that says how to give one; EXTENTOS_CATALOG_URL is used when --from is absent")
     func urlFromEnvironment() throws {
         let p = try Publisher(); defer { p.w.remove() }

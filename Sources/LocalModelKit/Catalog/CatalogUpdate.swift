@@ -83,9 +83,9 @@ extension LocalModelEngine {
         let work = layout.partialRoot + "/@catalog"
         let sigURL = url + ".sig"
         let requests = [
-            FileRequest(name: "catalog", url: url, partialPath: work + "/catalog.json", boundary: layout.root,
+            FileRequest(name: "catalog.json", url: url, partialPath: work + "/catalog.json", boundary: layout.root,
                         size: cap, sha256: nil, sizeIsLimit: true),
-            FileRequest(name: "catalog signature", url: sigURL, partialPath: work + "/catalog.json.sig", boundary: layout.root,
+            FileRequest(name: "catalog.json.sig", url: sigURL, partialPath: work + "/catalog.json.sig", boundary: layout.root,
                         size: 4096, sha256: nil, sizeIsLimit: true),
         ]
         let bytes: [UInt8]
@@ -102,7 +102,7 @@ extension LocalModelEngine {
             for (request, outcome) in zip(requests, outcomes) {
                 guard case .failed(let failure) = outcome else { continue }
                 if case .tooLong = failure { throw LocalModelError.catalogTooLarge(url: request.url, cap: request.size) }
-                throw LocalModelError(failure, modelId: "catalog update", request: request) { (0, 0) }
+                throw LocalModelError(failure, modelId: "the catalog update", request: request) { (0, 0) }
             }
             bytes = try FileIO.readFile(atPath: requests[0].partialPath, limit: Int(cap))
             sig = try FileIO.readFile(atPath: requests[1].partialPath, limit: 4096)

@@ -18,6 +18,11 @@ public struct PrefetchPolicy: Sendable {
     public var includeVoice = false
     /// Say what would happen and why; touch nothing.
     public var dryRun = false
+    /// A signed catalog to update from first (`EXTENTOS_CATALOG_URL`); a failed update
+    /// never stops the run, which then uses the catalog it already trusts.
+    public var catalogURL: String?
+    /// The keys trusted to sign that catalog.
+    public var catalogKeys: [(name: String, pem: String)] = TrustedCatalogKeys.shipped
 
     public init() {}
 }
@@ -36,6 +41,12 @@ public enum PrefetchEvent: Sendable, Equatable {
     case fetched(modelId: String, path: String)
     /// The window closed mid-download: stopped cleanly, partial data kept.
     case windowClosed(modelId: String, window: TimeWindow, keptBytes: Int64)
+    /// The catalog update before the downloads: what it did, or why it failed (the run
+    /// goes on with the catalog already trusted, `inUse`).
+    case catalogUpdated(CatalogUpdateOutcome, url: String)
+    case catalogUpdateFailed(LocalModelError, url: String, inUse: Int)
+    /// `--dry-run`: the catalog would be updated from this URL first.
+    case wouldUpdateCatalog(url: String)
 }
 
 /// How a prefetch ended.
@@ -112,21 +123,59 @@ extension LocalModelEngine {
             return .finished(fetched: [])
         }
 
+        // The catalog first (after the jitter: it is network use); the run then goes on over
+        // whichever catalog is trusted at that point.
+        var engine = self
+        var jittered = false
+        if let url = policy.catalogURL {
+            if policy.dryRun {
+                onEvent(.wouldUpdateCatalog(url: url))
+            } else {
+                try jitter(policy, onEvent: onEvent, cancellation: cancellation, modelId: "catalog update")
+                jittered = true
+                do throws(LocalModelError) {
+                    let outcome = try updateCatalog(from: url, keys: policy.catalogKeys, options: options, cancellation: cancellation)
+                    if case .accepted(let version, _, _) = outcome,
+                       let stored = layout.storedCatalog(keys: policy.catalogKeys), stored.catalog.catalogVersion == version {
+                        engine = LocalModelEngine(layout: layout, catalog: stored.catalog, probe: self.probe, memoryShare: memoryShare)
+                        summary.append("catalog version \(version) accepted")
+                    }
+                    onEvent(.catalogUpdated(outcome, url: url))
+                } catch {
+                    if case .cancelled = error { throw error }
+                    summary.append("catalog update failed (\(error.code.rawValue)); catalog version \(catalog.catalogVersion) used")
+                    onEvent(.catalogUpdateFailed(error, url: url, inUse: catalog.catalogVersion))
+                }
+            }
+        }
+        return try engine.prefetchModels(policy: policy, conditions: probe, options: options, cancellation: cancellation,
+                                         jittered: jittered, summary: &summary, fetched: &fetched,
+                                         onEvent: onEvent, onDownload: onDownload)
+    }
+
+    private func jitter(_ policy: PrefetchPolicy, onEvent: (PrefetchEvent) -> Void, cancellation: CancellationFlag,
+                        modelId: String) throws(LocalModelError) {
+        guard policy.jitterSeconds > 0 && !policy.dryRun else { return }
+        let delay = Double.random(in: 0...policy.jitterSeconds)
+        onEvent(.waiting(seconds: delay))
+        let until = FileIO.monotonicSeconds() + delay
+        while FileIO.monotonicSeconds() < until {
+            if cancellation.isCancelled { throw .cancelled(modelId: modelId, keptBytes: 0) }
+            FileIO.pause(microseconds: 100_000)
+        }
+    }
+
+    /// The downloads of a prefetch, over this engine's catalog.
+    private func prefetchModels(policy: PrefetchPolicy, conditions probe: PrefetchConditionsProbe, options: DownloadOptions,
+                                cancellation: CancellationFlag, jittered: Bool, summary: inout [String], fetched: inout [String],
+                                onEvent: @escaping (PrefetchEvent) -> Void,
+                                onDownload: @escaping (DownloadEvent) -> Void) throws(LocalModelError) -> PrefetchOutcome {
         let (targets, why) = try prefetchTargets(includeVoice: policy.includeVoice)
         if let why {
             summary.append(why); onEvent(.nothingToDo(why))
             return .finished(fetched: [])
         }
-
-        if policy.jitterSeconds > 0 && !policy.dryRun {
-            let delay = Double.random(in: 0...policy.jitterSeconds)
-            onEvent(.waiting(seconds: delay))
-            let until = FileIO.monotonicSeconds() + delay
-            while FileIO.monotonicSeconds() < until {
-                if cancellation.isCancelled { throw .cancelled(modelId: targets[0].id, keptBytes: 0) }
-                FileIO.pause(microseconds: 100_000)
-            }
-        }
+        if !jittered { try jitter(policy, onEvent: onEvent, cancellation: cancellation, modelId: targets[0].id) }
 
         var budgetLeft = policy.maxBytes
         for model in targets {
