@@ -1,17 +1,7 @@
-/// The public keys trusted to sign catalogs, as shipped in `Catalog/keys/` (a test checks
-/// they are the same text). Only public halves live in the repository; the publisher keeps
+/// The public keys trusted to sign catalogs: `shipped` (generated from `Catalog/keys/` by
+/// `Scripts/embed-catalog`; a test checks they are the same text). Only public halves live in the repository; the publisher keeps
 /// the private key. `EXTENTOS_CATALOG_KEYS` names a folder of more trusted `*.pub` keys.
 public enum TrustedCatalogKeys {
-    /// `Catalog/keys/<name>.pub` → its PEM text.
-    public static let shipped: [(name: String, pem: String)] = [
-        ("extentos-catalog-2026", """
-            -----BEGIN PUBLIC KEY-----
-            MCowBQYDK2VwAyEA7Qz9y5nyh3Wp8H0oRE94KzBdN4sdPEwCwgd9VUSQBSA=
-            -----END PUBLIC KEY-----
-
-            """),
-    ]
-
     /// The shipped keys and those in `environment["EXTENTOS_CATALOG_KEYS"]` (every `*.pub`
     /// file in that folder holding an Ed25519 public key).
     public static func all(environment: [String: String]) -> [(name: String, pem: String)] {
