@@ -180,7 +180,7 @@ struct TrustedKeysTests {
         #expect(files.map { String($0.dropLast(4)) } == TrustedCatalogKeys.shipped.map(\.name).sorted())
         for (name, pem) in TrustedCatalogKeys.shipped {
             let text = try String(contentsOfFile: folder + "/\(name).pub", encoding: .utf8)
-            #expect(text == pem, "Catalog/keys/\(name).pub differs from TrustedKeys.swift")
+            #expect(text == pem, "Catalog/keys/\(name).pub differs from ShippedKeys.swift: run Scripts/embed-catalog")
             #expect(Ed25519.isPublicKey(pem))
         }
         // No private key in the folder.
