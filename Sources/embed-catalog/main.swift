@@ -20,6 +20,12 @@ func literal(_ s: String) -> String {
     return "#\"" + s + "\"#"
 }
 
+/// A PEM as a one-line string literal (its newlines escaped; PEM holds no quote or backslash).
+func pemLiteral(_ pem: String) -> String {
+    if pem.contains("\"") || pem.contains("\\") { fail("the key \(pem) holds a quote or backslash, which a PEM never does") }
+    return "\"" + pem.replacingOccurrences(of: "\n", with: "\\n") + "\""
+}
+
 func optional(_ s: String?) -> String { s.map(literal) ?? "nil" }
 
 func source(_ s: ModelSource) -> String {
@@ -61,7 +67,7 @@ var out = """
         /// The catalog, validated when this file was generated (a test checks it still equals
         /// Catalog/catalog.json): start-up uses it without parsing anything.
         public static let catalog = Catalog(
-            schemaVersion: \(catalog.schemaVersion), catalogVersion: \(catalog.catalogVersion), generatedAt: \(literal(catalog.generatedAt)),\(catalog.expiresAt.map { " expiresAt: \(literal($0))," } ?? "")
+            schemaVersion: \(catalog.schemaVersion), catalogVersion: \(catalog.catalogVersion), generatedAt: \(literal(catalog.generatedAt)),\(catalog.expiresAt.map { " expiresAt: \(literal($0))," } ?? "")\(catalog.nextKey.map { " nextKey: CatalogKey(name: \(literal($0.name)), publicKey: \(pemLiteral($0.publicKey)))," } ?? "")
             models: [
 
     """

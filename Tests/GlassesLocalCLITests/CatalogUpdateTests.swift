@@ -237,6 +237,42 @@ struct CatalogUpdateTests {
         #expect(ftp.status == 2 && ftp.stderr.contains("--catalog http://example.com/catalog.json"), "plain http only on loopback\n\(ftp)")
     }
 
+    /// `text` with a `nextKey` naming the public key in `pubPath`.
+    static func naming(_ text: String, nextKey name: String, pubPath: String) throws -> String {
+        let pem = try String(contentsOfFile: pubPath, encoding: .utf8)
+        let escaped = pem.replacingOccurrences(of: "\n", with: "\\n")
+        return text.replacingOccurrences(of: #""generatedAt": "2026-01-01T00:00:00Z","#,
+                                         with: #""generatedAt": "2026-01-01T00:00:00Z", "nextKey": {"name": "\#(name)", "publicKey": "\#(escaped)"},"#)
+    }
+
+    @Test("key rotation: a next key named by a catalog the current key signed is trusted from then on; one never named is not")
+    func rotation() throws {
+        let p = try Publisher(); defer { p.w.remove() }
+        let next = p.w.root + "/keys/next"
+        try #require(try p.w.run(["catalog", "keygen", next], catalog: nil).status == 0)
+
+        // Signed by the next key before any catalog named it: refused.
+        let early = try p.publish("early/catalog.json", Self.catalog(version: 2, id: "early-model"), key: next)
+        let refused = try p.update(early)
+        #expect(refused.status == 4 && refused.stderr.contains("not valid for any trusted key"), "\(refused)")
+
+        // The current key signs a catalog that names the next key.
+        let v2 = try p.publish("cat/catalog.json", try Self.naming(Self.catalog(version: 2, id: "v2-model"), nextKey: "next", pubPath: next + ".pub"))
+        let a = try p.update(v2)
+        #expect(a.status == 0, "\(a)")
+        #expect(try p.history().contains("it names the next signing key next, trusted from now on"))
+        // The next key now signs on its own, and its catalog verifies whenever it is read.
+        let v3 = try p.publish("cat/catalog.json", Self.catalog(version: 3, id: "v3-model"), key: next)
+        let b = try p.update(v3)
+        #expect(b.status == 0 && b.stdout.contains("signed by next"), "\(b)")
+        #expect(try p.list().stdout.contains("v3-model"))
+        // A catalog signed by a stranger that names the stranger's key gains nothing.
+        let sneaky = try p.publish("bad/catalog.json", try Self.naming(Self.catalog(version: 4), nextKey: "stranger", pubPath: p.strangerKey + ".pub"),
+                                   key: p.strangerKey)
+        #expect(try p.update(sneaky).status == 4)
+        #expect(!FileManager.default.fileExists(atPath: p.w.store + "/.catalog/keys/stranger.pub"))
+    }
+
     @Test("no URL is a usage error that says how to give one; EXTENTOS_CATALOG_URL is used when --from is absent")
     func urlFromEnvironment() throws {
         let p = try Publisher(); defer { p.w.remove() }

@@ -46,4 +46,17 @@ struct CatalogExpiryTests {
         CatalogTests.expectRejected(Self.text(expiresAt: "2026-11-30T00:00:00Z"), at: "expiresAt", saying: "is not after generatedAt")
         CatalogTests.expectRejected(Self.text(expiresAt: "2025-01-01T00:00:00Z"), at: "expiresAt", saying: "is not after generatedAt")
     }
+
+    @Test func nextKeyMustBeANamedEd25519PublicKey() throws {
+        func text(_ nextKey: String) -> [UInt8] {
+            Array(#"{"schemaVersion":1,"catalogVersion":2,"generatedAt":"2026-11-30T00:00:00Z","nextKey":\#(nextKey),"models":[]}"#.utf8)
+        }
+        let pem = "-----BEGIN PUBLIC KEY-----\\nMCowBQYDK2VwAyEA7Qz9y5nyh3Wp8H0oRE94KzBdN4sdPEwCwgd9VUSQBSA=\\n-----END PUBLIC KEY-----\\n"
+        let good = try #require(CatalogTests.expectAccepted(text(#"{"name":"publisher-2027","publicKey":"\#(pem)"}"#)))
+        #expect(good.nextKey?.name == "publisher-2027")
+        #expect(good.nextKey?.publicKey.hasPrefix("-----BEGIN PUBLIC KEY-----\n") == true)
+        CatalogTests.expectRejected(text(#"{"name":"../evil","publicKey":"\#(pem)"}"#), at: "nextKey.name", saying: "not a key name")
+        CatalogTests.expectRejected(text(#"{"name":"k","publicKey":"not a key"}"#), at: "nextKey.publicKey", saying: "not an Ed25519 public key")
+        CatalogTests.expectRejected(text(#"{"name":"k"}"#), at: "nextKey.publicKey", saying: "missing")
+    }
 }

@@ -777,7 +777,7 @@ struct CatalogTests {
     // MARK: - Rejections: unknown keys
 
     static let unknownKeyRejections: [Rejection] = [
-        rule("unknown key at the top", "comment", "hi", "unknown key (allowed: schemaVersion, catalogVersion, generatedAt, models, expiresAt)"),
+        rule("unknown key at the top", "comment", "hi", "unknown key (allowed: schemaVersion, catalogVersion, generatedAt, models, expiresAt, nextKey)"),
         rule("unknown key in a model", "models[0].size", 5, "unknown key (allowed: id, kind, displayName"),
         rule("unknown key in a file", "models[0].files[0].md5", "x", "unknown key (allowed: path, size, sha256)"),
         rule("unknown key in a files source", "models[0].sources[0].mirror", "https://example.org/",

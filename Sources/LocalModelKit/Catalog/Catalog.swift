@@ -121,6 +121,21 @@ public struct CatalogModel: Sendable, Hashable {
     }
 }
 
+/// A key a catalog names as its publisher's next signing key (key rotation). It is trusted
+/// for later catalogs only once a catalog naming it was accepted, that is, signed by a key
+/// already trusted; or once it ships in `Catalog/keys/`.
+public struct CatalogKey: Sendable, Equatable {
+    /// A file-name-safe name (letters, digits, `.`, `_`, `-`).
+    public var name: String
+    /// The Ed25519 public key, SubjectPublicKeyInfo PEM.
+    public var publicKey: String
+
+    public init(name: String, publicKey: String) {
+        self.name = name
+        self.publicKey = publicKey
+    }
+}
+
 /// A validated catalog.
 public struct Catalog: Sendable {
     public var schemaVersion: Int
@@ -131,14 +146,18 @@ public struct Catalog: Sendable {
     /// catalog read after this moment is refused, so that a mirror cannot freeze devices
     /// on an old, still validly signed catalog. The built-in catalog has none: it is the floor.
     public var expiresAt: String?
+    /// The publisher's next signing key, when it announces one (key rotation).
+    public var nextKey: CatalogKey?
     public var models: [CatalogModel]
     private var index: [String: Int]
 
-    public init(schemaVersion: Int = 1, catalogVersion: Int, generatedAt: String, expiresAt: String? = nil, models: [CatalogModel]) {
+    public init(schemaVersion: Int = 1, catalogVersion: Int, generatedAt: String, expiresAt: String? = nil, nextKey: CatalogKey? = nil,
+                models: [CatalogModel]) {
         self.schemaVersion = schemaVersion
         self.catalogVersion = catalogVersion
         self.generatedAt = generatedAt
         self.expiresAt = expiresAt
+        self.nextKey = nextKey
         self.models = models
         var index: [String: Int] = [:]
         for (n, m) in models.enumerated() where index[m.id] == nil { index[m.id] = n }

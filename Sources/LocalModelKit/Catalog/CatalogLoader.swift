@@ -91,7 +91,8 @@ private struct Validator {
         path == "$" ? key : "\(path).\(key)"
     }
 
-    mutating func string(_ value: JSONValue?, at path: @autoclosure () -> String, maxLength: Int = 1024) -> String? {
+    mutating func string(_ value: JSONValue?, at path: @autoclosure () -> String, maxLength: Int = 1024,
+                         allowingNewlines: Bool = false) -> String? {
         guard let value else { return nil }
         guard case .string(let s) = value else {
             report(path(), "expected a string, found \(value.typeName)")
@@ -102,7 +103,7 @@ private struct Validator {
             return nil
         }
         // In UTF-8 every control character is a single byte below 0x20 (or 0x7F).
-        if Self.hasControlByte(s) {
+        if Self.hasControlByte(s, allowingNewlines: allowingNewlines) {
             report(path(), "contains a control character (NUL, newline, …)")
             return nil
         }
@@ -117,9 +118,9 @@ private struct Validator {
         return s.trimmingWhitespace().isEmpty
     }
 
-    static func hasControlByte(_ s: String) -> Bool {
+    static func hasControlByte(_ s: String, allowingNewlines: Bool = false) -> Bool {
         var s = s
-        return s.withUTF8 { bytes in bytes.contains { $0 < 0x20 || $0 == 0x7F } }
+        return s.withUTF8 { bytes in bytes.contains { ($0 < 0x20 && !(allowingNewlines && $0 == 0x0A)) || $0 == 0x7F } }
     }
 
     mutating func integer(_ value: JSONValue?, at path: @autoclosure () -> String, in range: ClosedRange<Int64>, unit: String = "") -> Int64? {
@@ -204,7 +205,7 @@ private struct Validator {
 
     mutating func catalog(_ root: JSONValue) -> Catalog? {
         guard let top = object(root, at: "$", required: ["schemaVersion", "catalogVersion", "generatedAt", "models"],
-                              optional: ["expiresAt"]) else { return nil }
+                              optional: ["expiresAt", "nextKey"]) else { return nil }
         let schema = integer(top["schemaVersion"], at: "schemaVersion", in: 1...Int64(Int32.max))
         if let schema, schema > CatalogLoader.supportedSchemaVersion {
             report("schemaVersion", "\(schema) is newer than this glasses-local understands (\(CatalogLoader.supportedSchemaVersion)); update glasses-local")
@@ -226,6 +227,18 @@ private struct Validator {
                     report("expiresAt", "not an RFC 3339 UTC time like 2027-03-01T00:00:00Z")
                 }
             }
+        }
+        var nextKey: CatalogKey?
+        if let value = top["nextKey"], let key = object(value, at: "nextKey", required: ["name", "publicKey"]) {
+            let name = string(key["name"], at: "nextKey.name", maxLength: 64)
+            if let name, name.isEmpty || !name.utf8.allSatisfy({ CatalogRules.isKeyNameByte($0) }) {
+                report("nextKey.name", "not a key name (letters, digits, '.', '_' and '-')")
+            }
+            let pem = string(key["publicKey"], at: "nextKey.publicKey", maxLength: 4096, allowingNewlines: true)
+            if let pem, !Ed25519.isPublicKey(pem) {
+                report("nextKey.publicKey", "not an Ed25519 public key in PEM (SubjectPublicKeyInfo)")
+            }
+            if let name, let pem { nextKey = CatalogKey(name: name, publicKey: pem) }
         }
         var models: [CatalogModel] = []
         var firstIndexOfId: [String: Int] = [:]
@@ -252,7 +265,7 @@ private struct Validator {
         }
         guard let schema, let version, let generatedAt else { return nil }
         return Catalog(schemaVersion: Int(schema), catalogVersion: Int(version), generatedAt: generatedAt,
-                       expiresAt: expiresAt, models: models)
+                       expiresAt: expiresAt, nextKey: nextKey, models: models)
     }
 
     mutating func model(_ value: JSONValue, at path: @autoclosure () -> String) -> CatalogModel? {

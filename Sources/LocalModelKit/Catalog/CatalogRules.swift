@@ -123,6 +123,11 @@ public enum CatalogRules {
         return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
+    /// A byte of a key name: ASCII letters, digits, `.`, `_`, `-` (a file name anywhere).
+    public static func isKeyNameByte(_ b: UInt8) -> Bool {
+        (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2E || b == 0x5F || b == 0x2D
+    }
+
     /// `YYYY-MM-DDTHH:MM:SSZ`, optionally with fractional seconds.
     public static func isTimestamp(_ s: String) -> Bool {
         epochSeconds(s) != nil

@@ -49,10 +49,27 @@ public enum CatalogUpdateOutcome: Sendable, Equatable {
 public let catalogUpdateCap: Int64 = 1 << 20
 
 extension StoreLayout {
+    /// Keys announced as `nextKey` by accepted catalogs (each signed by a key trusted at the
+    /// time): `.catalog/keys/<name>.pub`.
+    public var rotatedKeysRoot: String { catalogRoot + "/keys" }
+
+    /// The trusted keys given plus the rotated keys this store accepted.
+    public func trustedKeys(_ keys: [(name: String, pem: String)]) -> [(name: String, pem: String)] {
+        var all = keys
+        for file in ((try? FileIO.listDirectory(rotatedKeysRoot)) ?? []).sorted() where file.hasSuffix(".pub") {
+            if let bytes = try? FileIO.readFile(atPath: rotatedKeysRoot + "/" + file, limit: 16 << 10) {
+                let pem = String(decoding: bytes, as: UTF8.self)
+                if Ed25519.isPublicKey(pem) && !all.contains(where: { $0.pem == pem }) { all.append((String(file.dropLast(4)), pem)) }
+            }
+        }
+        return all
+    }
+
     /// The newest stored catalog that still verifies (signature by a trusted key, valid;
     /// an accepted catalog keeps serving after its `expiresAt`: expiry guards what is
     /// accepted, and a device offline past it must not lose its models), or nil.
-    public func storedCatalog(keys: [(name: String, pem: String)]) -> (catalog: Catalog, path: String)? {
+    public func storedCatalog(keys given: [(name: String, pem: String)]) -> (catalog: Catalog, path: String)? {
+        let keys = trustedKeys(given)
         guard let names = try? FileIO.listDirectory(catalogRoot) else { return nil }
         let versions = names.compactMap { name -> Int? in
             guard name.hasSuffix(".json") else { return nil }
@@ -75,10 +92,11 @@ extension LocalModelEngine {
     /// Fetches the catalog at `url` and its signature at `url + ".sig"` through the transfer
     /// engine (at most `cap` bytes each), and accepts it by the rules above. The stored
     /// catalog changes only on acceptance; a refused rollback is recorded in the history.
-    public func updateCatalog(from url: String, keys: [(name: String, pem: String)], cap: Int64 = catalogUpdateCap,
+    public func updateCatalog(from url: String, keys given: [(name: String, pem: String)], cap: Int64 = catalogUpdateCap,
                               options: DownloadOptions = DownloadOptions(), cancellation: CancellationFlag = CancellationFlag(),
                               now: Int64 = Int64(FileIO.wallClockSeconds())) throws(LocalModelError) -> CatalogUpdateOutcome {
         let records = try open().records
+        let keys = layout.trustedKeys(given)
         let lock = FileLock(path: layout.locksRoot + "/@catalog.lock")
         let work = layout.partialRoot + "/@catalog"
         let sigURL = url + ".sig"
@@ -118,6 +136,11 @@ extension LocalModelEngine {
             // The signature first, then the catalog: a reader sees a catalog only once its
             // signature is beside it. Both are re-verified whenever they are read.
             try layout.createDirectory(layout.catalogRoot)
+            if let next = catalog.nextKey {
+                // Trusted from now on: the catalog naming it was signed by a trusted key.
+                try layout.createDirectory(layout.rotatedKeysRoot)
+                try FileIO.writeFileAtomically(Array(next.publicKey.utf8), toPath: layout.rotatedKeysRoot + "/\(next.name).pub")
+            }
             let target = layout.catalogRoot + "/\(catalog.catalogVersion).json"
             try layout.rename(requests[1].partialPath, to: target + ".sig")
             try layout.rename(requests[0].partialPath, to: target)
@@ -125,10 +148,12 @@ extension LocalModelEngine {
             try records.write { ctx in
                 try ctx.noteCatalogVersion(catalog.catalogVersion)
                 try ctx.append(.catalog, modelId: nil,
-                               detail: "catalog version \(catalog.catalogVersion) accepted from \(url), signed by \(signer)")
+                               detail: "catalog version \(catalog.catalogVersion) accepted from \(url), signed by \(signer)"
+                                   + (catalog.nextKey.map { "; it names the next signing key \($0.name), trusted from now on" } ?? ""))
             }
             // Older stored catalogs are never used again (the version only rises).
-            for name in (try? FileIO.listDirectory(layout.catalogRoot)) ?? [] where !name.hasPrefix("\(catalog.catalogVersion).") {
+            for name in (try? FileIO.listDirectory(layout.catalogRoot)) ?? []
+            where (name.hasSuffix(".json") || name.hasSuffix(".json.sig")) && !name.hasPrefix("\(catalog.catalogVersion).") {
                 _ = try? layout.remove(layout.catalogRoot + "/" + name)
             }
             return .accepted(version: catalog.catalogVersion, previous: recorded, signer: signer)
