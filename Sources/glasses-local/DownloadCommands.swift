@@ -87,6 +87,8 @@ final class ProgressPrinter {
             console.printJSON(["event": "fallback", "modelId": id, "failedSource": .string(failed), "reason": .string(reason)])
         case .skippedExtras(let entries):
             console.printJSON(["event": "extras-skipped", "modelId": id, "entries": .array(entries.map(JSONValue.string))])
+        case let .adopted(files, bytes):
+            console.printJSON(["event": "already-in-store", "modelId": id, "files": .array(files.map(JSONValue.string)), "bytes": .int(bytes)])
         case let .done(path, already):
             console.printJSON(["event": already ? "skipped" : "done", "modelId": id, "path": .string(path), "exitCode": 0])
         }
@@ -128,6 +130,9 @@ final class ProgressPrinter {
         case .skippedExtras(let entries):
             clearBar()
             console.err("\(modelId): skipped \(entries.count) archive entr\(entries.count == 1 ? "y" : "ies") the catalog does not list: \(entries.prefix(5).joined(separator: ", "))")
+        case let .adopted(files, bytes):
+            clearBar()
+            console.err("\(modelId): \(files.count) file\(files.count == 1 ? "" : "s") (\(Format.bytes(bytes))) already in the store: linked, not downloaded")
         case .done: clearBar()
         }
     }

@@ -118,6 +118,7 @@ enum PrefetchCommand {
                     case let .restarted(file, reason): line("restart", "\(file): starting over (\(reason))")
                     case let .sourceFallback(failed, reason): line("fallback", "source \(failed) failed (\(reason)); trying the next")
                     case .skippedExtras(let entries): line("extras-skipped", "skipped \(entries.count) archive entries the catalog does not list")
+                    case let .adopted(files, bytes): line("already-in-store", "\(files.count) file(s) (\(Format.bytes(bytes))) already in the store: linked, not downloaded")
                     case .phase, .progress, .stall, .fileCompleted, .done: break
                     }
                 })

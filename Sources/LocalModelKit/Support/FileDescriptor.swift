@@ -75,6 +75,13 @@ public final class FileDescriptor {
         return Int64(st.st_size)
     }
 
+    /// How many names the file has (more than one: hard-linked, its bytes shared).
+    public func linkCount() -> Int {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return 1 }
+        return Int(st.st_nlink)
+    }
+
     /// Waits until the file's bytes are on the disk.
     public func sync() throws(SystemError) {
         guard fsync(fd) == 0 else { throw SystemError(errno: errno, "fsync \(path)") }

@@ -24,6 +24,9 @@ public enum DownloadEvent: Sendable, Equatable {
     /// Entries of a release archive the catalog does not list (a README, a LICENSE),
     /// skipped: never installed, never a refusal.
     case skippedExtras(entries: [String])
+    /// Files whose SHA-256 an installed model already holds: hard-linked (or copied) from
+    /// it, verified from disk, never downloaded.
+    case adopted(files: [String], bytes: Int64)
     /// Exactly once, after the install committed. `alreadyInstalled` when nothing was fetched.
     case done(path: String, alreadyInstalled: Bool)
 }

@@ -143,6 +143,20 @@ final class FileJob: CurlEasyDelegate {
     }
 
     func restartFromZero(_ reason: String) {
+        if let shared = file, shared.linkCount() > 1 {
+            // A file adopted from another install by a hard link: its bytes are that
+            // install's too, so they are never truncated or written; a fresh file takes
+            // its name instead.
+            shared.close()
+            file = nil
+            do {
+                _ = try FileIO.removeTree(request.partialPath, below: request.boundary)
+                file = try FileIO.openFile(request.partialPath, below: request.boundary, flags: O_RDWR | O_CREAT, createParents: true)
+            } catch {
+                finish(.failed(error.isOutOfSpace ? .noSpace(path: request.partialPath) : .system(error)))
+                return
+            }
+        }
         file?.truncate(to: 0)
         hasher = try? SHA256Hasher()
         onDisk = 0
