@@ -218,15 +218,35 @@ public final class LocalModelEngine: Sendable {
             case .archive(let archive):
                 present = max(present, min(FileIO.regularFileSize(layout.partialArchivePath(id: model.id)) ?? 0, archive.size))
             case .files:
+                // Bytes in the partial data, and files another install holds with the same
+                // SHA-256 (linked, not downloaded: see `DownloadRun.adoptStoredCopies`).
                 let dir = layout.partialPath(id: model.id)
-                guard FileIO.isDirectory(dir) else { continue }
+                let inPartial = FileIO.isDirectory(dir)
+                let held = model.files.contains { $0.sha256 != nil } ? heldElsewhere(excluding: model.id) : []
+                guard inPartial || !held.isEmpty else { continue }
                 var checked = Set<String>()
                 present = max(present, model.files.reduce(0) { sum, file in
-                    sum + min(FileIO.regularFileSize(file.path, in: dir, checked: &checked) ?? 0, file.size)
+                    let partial = inPartial ? min(FileIO.regularFileSize(file.path, in: dir, checked: &checked) ?? 0, file.size) : 0
+                    if partial < file.size, let sha = file.sha256, held.contains(sha + ":\(file.size)") { return sum + file.size }
+                    return sum + partial
                 })
             }
         }
         return present
+    }
+
+    /// `sha256:size` of every verified file of the installed models other than `id`, from
+    /// the records (empty when the store has none).
+    func heldElsewhere(excluding id: String) -> Set<String> {
+        guard let records = try? existingRecords(),
+              let (installs, files) = try? records.read({ ctx in (try ctx.installs(), try ctx.allFiles()) }) else { return [] }
+        var held = Set<String>()
+        for install in installs where install.state == .installed && install.modelId != id {
+            for file in files[install.modelId] ?? [] {
+                if let sha = file.verifiedSha256 { held.insert(sha + ":\(file.size)") }
+            }
+        }
+        return held
     }
 
     func storageFit(_ model: CatalogModel, installed: Bool, space: FilesystemSpace, reservedByOthers: Int64) -> StorageFit {

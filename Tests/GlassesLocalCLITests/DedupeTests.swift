@@ -29,12 +29,17 @@ struct DedupeTests {
         return path
     }
 
-    @Test("a second model sharing a file does not fetch it; the file is one inode; deleting either model leaves the other verifying")
+    @Test("a second model sharing a file does not fetch it (fit counts it present); the file is one inode; deleting either model leaves the other verifying")
     func sharedFileIsLinked() throws {
         let w = try World(); defer { w.remove() }
         let catalog = try Self.setUp(w)
         let a = try w.run(["download", "a"], catalog: catalog)
         try #require(a.status == 0, "\(a)")
+
+        // fit counts the shared file as present before anything is fetched.
+        let fit = try w.run(["fit", "b", "--json"], catalog: catalog)
+        #expect(fit.status == 0, "\(fit)")
+        #expect(try fit.jsonObject()["presentBytes"] as? Int == 300 * 1024, "\(fit)")
 
         w.nginx.clearLog()
         let b = try w.run(["download", "b", "--json"], catalog: catalog)
