@@ -9,6 +9,10 @@ public struct ModelStatus: Sendable, Equatable {
     /// A download was started and not finished.
     public var isPartial: Bool
     public var fit: StorageFit
+    /// Installed, but the catalog now lists other files (or other bytes) for it: the
+    /// installed version keeps working, with its recorded hashes, until `download`
+    /// installs the new one beside it and switches.
+    public var updateAvailable: Bool = false
 }
 
 /// Whether a model's install fits the store's filesystem.
@@ -116,17 +120,18 @@ public final class LocalModelEngine: Sendable {
     /// What start-up queries read: one records snapshot and one `statvfs`.
     private struct Snapshot {
         var installs: [String: InstallRecord]
+        var files: [String: [FileRecord]]
         var reservations: [(modelId: String, pid: Int32, bytes: Int64)]
         var space: FilesystemSpace
         var reservedBytes: Int64 { ExternalNumber.saturatingSum(reservations.map(\.bytes)) }
     }
 
     private func snapshot() throws -> Snapshot {
-        let (installs, reservations) = try existingRecords()?.read { ctx in
-            (try ctx.installs(), try ctx.reservations())
-        } ?? ([], [])
+        let (installs, files, reservations) = try existingRecords()?.read { ctx in
+            (try ctx.installs(), try ctx.allFiles(), try ctx.reservations())
+        } ?? ([], [:], [])
         return Snapshot(installs: Dictionary(installs.map { ($0.modelId, $0) }, uniquingKeysWith: { a, _ in a }),
-                        reservations: reservations, space: try probe.space(at: layout.root))
+                        files: files, reservations: reservations, space: try probe.space(at: layout.root))
     }
 
     /// Every catalog model with its install state and storage fit.
@@ -141,7 +146,8 @@ public final class LocalModelEngine: Sendable {
             let installed = isInstalled(model, record: record)
             let own = snap.reservations.first { $0.modelId == model.id }?.bytes ?? 0
             let fit = storageFit(model, installed: installed, space: snap.space, reservedByOthers: max(0, reserved - own))
-            return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit)
+            return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit,
+                               updateAvailable: installed && !model.matches(recorded: snap.files[model.id] ?? []))
         }
     }
 
@@ -153,7 +159,8 @@ public final class LocalModelEngine: Sendable {
         let installed = isInstalled(model, record: record)
         let reserved = try records?.read { try $0.reservedBytes(excluding: id) } ?? 0
         let fit = storageFit(model, installed: installed, space: try probe.space(at: layout.root), reservedByOthers: reserved)
-        return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit)
+        let update = try installed && !model.matches(recorded: records?.files(id) ?? [])
+        return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit, updateAvailable: update)
     }
 
     /// Storage fit of one model.
@@ -222,7 +229,7 @@ public final class LocalModelEngine: Sendable {
                 // SHA-256 (linked, not downloaded: see `DownloadRun.adoptStoredCopies`).
                 let dir = layout.partialPath(id: model.id)
                 let inPartial = FileIO.isDirectory(dir)
-                let held = model.files.contains { $0.sha256 != nil } ? heldElsewhere(excluding: model.id) : []
+                let held = model.files.contains { $0.sha256 != nil } ? heldInStore() : []
                 guard inPartial || !held.isEmpty else { continue }
                 var checked = Set<String>()
                 present = max(present, model.files.reduce(0) { sum, file in
@@ -235,13 +242,13 @@ public final class LocalModelEngine: Sendable {
         return present
     }
 
-    /// `sha256:size` of every verified file of the installed models other than `id`, from
-    /// the records (empty when the store has none).
-    func heldElsewhere(excluding id: String) -> Set<String> {
+    /// `sha256:size` of every verified file of the installed models (an update's unchanged
+    /// files included), from the records (empty when the store has none).
+    func heldInStore() -> Set<String> {
         guard let records = try? existingRecords(),
               let (installs, files) = try? records.read({ ctx in (try ctx.installs(), try ctx.allFiles()) }) else { return [] }
         var held = Set<String>()
-        for install in installs where install.state == .installed && install.modelId != id {
+        for install in installs where install.state == .installed {
             for file in files[install.modelId] ?? [] {
                 if let sha = file.verifiedSha256 { held.insert(sha + ":\(file.size)") }
             }

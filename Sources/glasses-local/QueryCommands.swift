@@ -40,7 +40,7 @@ enum QueryCommands {
     }
 
     static func stateText(_ s: ModelStatus) -> String {
-        if s.isInstalled { return "installed" }
+        if s.isInstalled { return s.updateAvailable ? "installed, update available" : "installed" }
         if s.fit.presentBytes > 0 { return "partial \(Int(Double(s.fit.presentBytes) * 100 / Double(max(1, s.model.downloadBytes))))%" }
         return "-"
     }
@@ -80,6 +80,7 @@ enum QueryCommands {
                     ["id": .string(s.model.id), "kind": .string(s.model.kind.rawValue), "displayName": .string(s.model.displayName),
                      "requiredMb": JSONValue(s.model.requiredMb), "autoEligible": .bool(s.model.autoEligible),
                      "isInstalled": .bool(s.isInstalled), "state": .string(stateName(s, recordsDamaged: damage != nil)),
+                     "updateAvailable": .bool(s.updateAvailable),
                      "downloadBytes": .int(s.model.downloadBytes),
                      "installedBytes": .int(s.model.installedBytes), "presentBytes": .int(s.fit.presentBytes),
                      "fit": ["requiredMb": JSONValue(s.fit.requiredMb), "availableMb": JSONValue(s.fit.availableMb), "fits": .bool(s.fit.fits)]]
@@ -123,7 +124,7 @@ enum QueryCommands {
             context.console.printJSON([
                 "id": .string(m.id), "kind": .string(m.kind.rawValue), "displayName": .string(m.displayName),
                 "requiredMb": JSONValue(m.requiredMb), "autoEligible": .bool(m.autoEligible), "revision": JSONValue(m.revision),
-                "isInstalled": .bool(s.isInstalled), "state": JSONValue(record?.state.rawValue),
+                "isInstalled": .bool(s.isInstalled), "state": JSONValue(record?.state.rawValue), "updateAvailable": .bool(s.updateAvailable),
                 "installPath": .string(record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind)),
                 "downloadBytes": .int(m.downloadBytes), "installedBytes": .int(m.installedBytes),
                 "fit": fitJSON(s.fit),
@@ -160,6 +161,9 @@ enum QueryCommands {
             }
         }
         c.say("  state:          \(s.isInstalled ? "installed in \(record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind))" : (s.fit.presentBytes > 0 ? "partly downloaded (\(Format.bytes(s.fit.presentBytes)))" : "not installed"))")
+        if s.updateAvailable {
+            c.say("  update:         available — the catalog changed its files; 'glasses-local download \(m.id)' installs the new version beside this one, then switches")
+        }
         if !s.isInstalled {
             c.say("  storage:        needs \(Format.mb(s.fit.requiredMb)), \(Format.mb(s.fit.availableMb)) available → \(s.fit.fits ? "fits" : "does not fit")")
         }

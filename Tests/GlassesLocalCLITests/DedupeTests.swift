@@ -90,3 +90,48 @@ struct DedupeTests {
         #expect(try w.run(["verify", "a"], catalog: catalog).status != 0, "a's damage is still reported by verify")
     }
 }
+
+/// A catalog update that changes an installed model's files never breaks it: it keeps
+/// working (and verifying, against its recorded hashes) without any network until
+/// `download` installs the new version beside it, fetching only the changed file.
+@Suite("Store: updating an installed model")
+struct ModelUpdateTests {
+    @Test("list and info say 'update available'; verify passes offline; download fetches only the changed file, switches, and the old tree is gone")
+    func updateChangesOneFileOfThree() throws {
+        let w = try World(); defer { w.remove() }
+        let old = try w.addModel("u", files: [("a.bin", 120 * 1024), ("b.bin", 90 * 1024), ("c.bin", 60 * 1024)])
+        let v1 = try w.filesCatalog("u", id: "u")
+        try #require(try w.run(["download", "u"], catalog: v1).status == 0)
+        // Version 2 of the model: a and b unchanged, c new, under another URL.
+        try FileManager.default.createDirectory(atPath: w.nginx.mirror + "/u2", withIntermediateDirectories: true)
+        for name in ["a.bin", "b.bin"] {
+            try #require(old[name]).write(to: URL(fileURLWithPath: w.nginx.mirror + "/u2/" + name))
+        }
+        _ = try w.nginx.addRandomFile("u2/c.bin", size: 61 * 1024)
+        let hashed = try String(contentsOfFile: try w.filesCatalog("u2", id: "u"), encoding: .utf8)
+        let v2 = w.root + "/catalogs/u-v2.json"
+        try hashed.replacingOccurrences(of: "\"catalogVersion\": 1,", with: "\"catalogVersion\": 2,").write(toFile: v2, atomically: true, encoding: .utf8)
+
+        w.nginx.clearLog()
+        let list = try w.run(["list", "--json"], catalog: v2)
+        let u = try #require((try list.jsonObject()["models"] as? [[String: Any]])?.first { $0["id"] as? String == "u" }, "\(list)")
+        #expect(u["isInstalled"] as? Bool == true && u["updateAvailable"] as? Bool == true, "\(list)")
+        let human = try w.run(["list"], catalog: v2)
+        #expect(human.stdout.contains("installed, update available"), "\(human)")
+        let info = try w.run(["info", "u"], catalog: v2)
+        #expect(info.stdout.contains("update:         available"), "\(info)")
+        let verify = try w.run(["verify", "u"], catalog: v2)
+        #expect(verify.status == 0, "the installed version verifies against its recorded hashes\n\(verify)")
+        #expect(w.nginx.accessLog().isEmpty, "nothing above used the network: \(w.nginx.accessLog())")
+
+        let d = try w.run(["download", "u"], catalog: v2)
+        #expect(d.status == 0, "\(d)")
+        #expect(w.nginx.accessLog().map(\.path) == ["/u2/c.bin"], "only the changed file was fetched: \(w.nginx.accessLog())")
+        #expect(!FileManager.default.fileExists(atPath: w.store + "/.staging/u.replaced"), "the old tree is gone")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: w.installFolder("u") + "/c.bin")).count == 61 * 1024)
+        let after = try w.run(["verify", "u", "--json"], catalog: v2)
+        #expect(after.status == 0, "\(after)")
+        let listed = try w.run(["list"], catalog: v2)
+        #expect(listed.stdout.contains("installed") && !listed.stdout.contains("update available"), "\(listed)")
+    }
+}

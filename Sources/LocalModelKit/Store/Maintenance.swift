@@ -147,7 +147,13 @@ extension LocalModelEngine {
             var problems: [VerifyReport.Problem] = []
             var sizeOnly = 0
             var checked = Set<String>()
-            for file in model.files {
+            // A catalog update that changed this model: the installed version is checked
+            // against what was recorded when it was installed, until the new one replaces it.
+            let updatePending = !model.matches(recorded: recorded)
+            let expectedFiles = updatePending
+                ? recorded.map { CatalogFile(path: $0.path, size: $0.size, sha256: $0.verifiedSha256) }
+                : model.files
+            for file in expectedFiles {
                 if cancellation.isCancelled { throw .cancelled(modelId: id, keptBytes: 0) }
                 let path = folder + "/" + file.path
                 guard let size = FileIO.regularFileSize(file.path, in: folder, checked: &checked) else {
@@ -173,11 +179,11 @@ extension LocalModelEngine {
                 }
             }
             var repaired: [String] = []
-            if repair && !problems.isEmpty {
+            if repair && !problems.isEmpty && !updatePending {
                 repaired = try refetch(model, files: problems.map(\.path), into: folder, records: records,
                                        options: options, cancellation: cancellation, onEvent: onEvent)
             }
-            let detail = problems.isEmpty ? "all \(model.files.count) files match"
+            let detail = problems.isEmpty ? "all \(expectedFiles.count) files match" + (updatePending ? " (the installed version; an update is available)" : "")
                 : "\(problems.count) bad file(s), first \(problems[0].path): \(problems[0].detail)" + (repaired.isEmpty ? "" : "; \(repaired.count) re-fetched")
             // The result is part of the store's history: a full disk fails the command (exit 3,
             // saying what to free) rather than dropping it without a word. A store this user
@@ -189,7 +195,7 @@ extension LocalModelEngine {
             } catch {
                 throw .wrap(error, modelId: id)
             }
-            return VerifyReport(modelId: id, filesChecked: model.files.count, sizeOnly: sizeOnly, problems: problems, repaired: repaired,
+            return VerifyReport(modelId: id, filesChecked: expectedFiles.count, sizeOnly: sizeOnly, problems: problems, repaired: repaired,
                                 readWithoutLock: withoutLock)
         }
     }

@@ -46,7 +46,7 @@ final class DownloadRun {
         try removePlantedLinks(finalPath: finalPath)
         // Already installed with exactly these files: nothing to do.
         if let record = try? records.install(id), record.state == .installed, FileIO.isDirectory(finalPath),
-           let files = try? records.files(id), sameFiles(files) {
+           let files = try? records.files(id), model.matches(recorded: files) {
             emitFinalProgress()
             onEvent(.done(path: finalPath, alreadyInstalled: true))
             return finalPath
@@ -117,15 +117,6 @@ final class DownloadRun {
             guard !removed.isEmpty else { return }
             try records.append(.repaired, modelId: id, detail: "removed \(removed.count) symbolic link(s) or special file(s) planted in the store (first: \(removed[0])); links inside the store are never followed")
         } catch { throw io(error) }
-    }
-
-    private func sameFiles(_ recorded: [FileRecord]) -> Bool {
-        guard recorded.count == model.files.count else { return false }
-        let byPath = Dictionary(recorded.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
-        return model.files.allSatisfy { f in
-            guard let r = byPath[f.path], r.size == f.size else { return false }
-            return f.sha256 == nil || r.verifiedSha256 == f.sha256
-        }
     }
 
     // MARK: Sources
