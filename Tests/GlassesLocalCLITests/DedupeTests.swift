@@ -120,6 +120,13 @@ struct ModelUpdateTests {
         #expect(human.stdout.contains("installed, update available"), "\(human)")
         let info = try w.run(["info", "u"], catalog: v2)
         #expect(info.stdout.contains("update:         available"), "\(info)")
+        // autoChoice keeps answering from what is installed (an auto-eligible copy of v2).
+        let eligible = w.root + "/catalogs/u-v2-auto.json"
+        try String(contentsOfFile: v2, encoding: .utf8).replacingOccurrences(of: "\"autoEligible\": false", with: "\"autoEligible\": true")
+            .write(toFile: eligible, atomically: true, encoding: .utf8)
+        let auto = try w.run(["auto", "--json"], catalog: eligible, env: ["EXTENTOS_MEMORY_MB": "8192", "EXTENTOS_MEMORY_AVAILABLE_MB": "6000"])
+        #expect(auto.status == 0, "\(auto)")
+        #expect(try auto.jsonObject()["modelId"] as? String == "u", "\(auto)")
         let verify = try w.run(["verify", "u"], catalog: v2)
         #expect(verify.status == 0, "the installed version verifies against its recorded hashes\n\(verify)")
         #expect(w.nginx.accessLog().isEmpty, "nothing above used the network: \(w.nginx.accessLog())")
