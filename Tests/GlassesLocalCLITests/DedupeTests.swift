@@ -52,8 +52,10 @@ struct DedupeTests {
         #expect(lstat(w.installFolder("a") + "/tokenizer.json", &sa) == 0 && lstat(w.installFolder("b") + "/tok/tokenizer.json", &sb) == 0)
         #expect(sa.st_ino == sb.st_ino && sa.st_nlink == 2, "one inode, two names")
 
-        let deleteA = try w.run(["delete", "a"], catalog: catalog)
+        let deleteA = try w.run(["delete", "a", "--json"], catalog: catalog)
         #expect(deleteA.status == 0, "\(deleteA)")
+        let freed = try #require(try deleteA.jsonObject()["freedBytes"] as? Int, "\(deleteA)")
+        #expect(freed >= 200 * 1024 && freed < 300 * 1024, "only a.bin's blocks are freed; the shared file stays with b: \(freed)")
         let verifyB = try w.run(["verify", "b"], catalog: catalog)
         #expect(verifyB.status == 0, "b still verifies after a is deleted\n\(verifyB)")
 

@@ -74,7 +74,9 @@ extension FileIO {
         }
         guard (st.st_mode & S_IFMT) == S_IFDIR else {
             guard unlinkat(dir, name, 0) == 0 || errno == ENOENT else { throw SystemError(errno: errno, "remove \(path)") }
-            return (st.st_mode & S_IFMT) == S_IFREG ? Int64(st.st_blocks) * 512 : 0
+            // Freed only when this was the file's last name: a hard-linked file's bytes
+            // stay with its other names (another model sharing it).
+            return (st.st_mode & S_IFMT) == S_IFREG && st.st_nlink <= 1 ? Int64(st.st_blocks) * 512 : 0
         }
         let sub = retrying { openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
         if sub < 0 {
