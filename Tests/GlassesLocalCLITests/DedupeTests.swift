@@ -47,6 +47,10 @@ struct DedupeTests {
         let fetched = w.nginx.accessLog().map(\.path)
         #expect(fetched == ["/b/b.bin"], "only the file the store did not hold was fetched: \(fetched)")
         #expect(b.stdout.contains("\"event\":\"already-in-store\"") && b.stdout.contains("tok/tokenizer.json"), "\(b)")
+        // The progress fraction counts the linked file as present from the first event.
+        let firstProgress = try #require(b.stdout.split(separator: "\n").first { $0.contains("\"event\":\"progress\"") }, "\(b)")
+        let progress = try #require(try JSONSerialization.jsonObject(with: Data(firstProgress.utf8)) as? [String: Any])
+        #expect((progress["bytes"] as? Int ?? 0) >= 300 * 1024, "first progress: \(firstProgress)")
 
         var sa = stat(), sb = stat()
         #expect(lstat(w.installFolder("a") + "/tokenizer.json", &sa) == 0 && lstat(w.installFolder("b") + "/tok/tokenizer.json", &sb) == 0)
