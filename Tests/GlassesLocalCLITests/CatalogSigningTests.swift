@@ -85,4 +85,25 @@ struct CatalogSigningTests {
         #expect(trusted.status == 0, "\(trusted)")
         #expect(try trusted.jsonObject()["key"] as? String == "test-publisher")
     }
+
+    @Test("the shipped Catalog/catalog.json carries Catalog/catalog.json.sig, a valid signature by the shipped key (checked by openssl too)")
+    func shippedCatalogIsSigned() throws {
+        let w = try World(); defer { w.remove() }
+        let catalog = PackageRoot.bundledCatalog
+        let r = try w.run(["catalog", "verify", catalog], catalog: nil)
+        #expect(r.status == 0 && r.stdout.contains("valid signature by extentos-catalog-2026"), """
+            \(r)
+            Catalog/catalog.json changed after it was signed: the publisher re-signs it with its private key \
+            (glasses-local catalog sign Catalog/catalog.json --key KEY). Without that key, make a new pair \
+            (catalog keygen), put the .pub in Catalog/keys/, run Scripts/embed-catalog, and sign with it.
+            """)
+        let raw = w.root + "/sig.bin"
+        let signature = try #require(Data(base64Encoded: try String(contentsOfFile: catalog + ".sig", encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)))
+        try signature.write(to: URL(fileURLWithPath: raw))
+        let keyPath = PackageRoot.path() + "/Catalog/keys/extentos-catalog-2026.pub"
+        let openssl = try World.tool("/usr/bin/env", ["openssl", "pkeyutl", "-verify", "-pubin", "-inkey", keyPath, "-rawin",
+                                                      "-in", catalog, "-sigfile", raw])
+        #expect(openssl.status == 0, "\(openssl)")
+    }
 }

@@ -1,0 +1,1 @@
+mSuqT3mECzsCjMIJtxeChUm/iGK6WE57IEherbwwST8cOz1b6ihazFGdPpBf2sSp3APiUmyvFhuPWuOwv3XHBA==
