@@ -141,11 +141,12 @@ public final class LocalModelEngine: Sendable {
 
     private func models(in snap: Snapshot) -> [ModelStatus] {
         let reserved = snap.reservedBytes
+        let held = Self.held(installs: Array(snap.installs.values), files: snap.files)
         return catalog.models.map { model in
             let record = snap.installs[model.id]
             let installed = isInstalled(model, record: record)
             let own = snap.reservations.first { $0.modelId == model.id }?.bytes ?? 0
-            let fit = storageFit(model, installed: installed, space: snap.space, reservedByOthers: max(0, reserved - own))
+            let fit = storageFit(model, installed: installed, space: snap.space, reservedByOthers: max(0, reserved - own), held: held)
             return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit,
                                updateAvailable: installed && !model.matches(recorded: snap.files[model.id] ?? []))
         }
@@ -218,7 +219,8 @@ public final class LocalModelEngine: Sendable {
     /// Bytes already downloaded into `.partial` for this model: of its archive
     /// (`.partial/<id>@archive`) or of its files (`.partial/<id>/`), whichever source holds
     /// more (a `--source files` download of a model whose first source is an archive counts).
-    func partialBytes(_ model: CatalogModel) -> Int64 {
+    /// - Parameter held: `heldInStore()`, when the caller read it already (once for many models).
+    func partialBytes(_ model: CatalogModel, held known: Set<String>? = nil) -> Int64 {
         var present: Int64 = 0
         for source in model.sources {
             switch source {
@@ -229,7 +231,7 @@ public final class LocalModelEngine: Sendable {
                 // SHA-256 (linked, not downloaded: see `DownloadRun.adoptStoredCopies`).
                 let dir = layout.partialPath(id: model.id)
                 let inPartial = FileIO.isDirectory(dir)
-                let held = model.files.contains { $0.sha256 != nil } ? heldInStore() : []
+                let held = model.files.contains { $0.sha256 != nil } ? known ?? heldInStore() : []
                 guard inPartial || !held.isEmpty else { continue }
                 var checked = Set<String>()
                 present = max(present, model.files.reduce(0) { sum, file in
@@ -247,6 +249,10 @@ public final class LocalModelEngine: Sendable {
     func heldInStore() -> Set<String> {
         guard let records = try? existingRecords(),
               let (installs, files) = try? records.read({ ctx in (try ctx.installs(), try ctx.allFiles()) }) else { return [] }
+        return Self.held(installs: installs, files: files)
+    }
+
+    static func held(installs: [InstallRecord], files: [String: [FileRecord]]) -> Set<String> {
         var held = Set<String>()
         for install in installs where install.state == .installed {
             for file in files[install.modelId] ?? [] {
@@ -256,12 +262,13 @@ public final class LocalModelEngine: Sendable {
         return held
     }
 
-    func storageFit(_ model: CatalogModel, installed: Bool, space: FilesystemSpace, reservedByOthers: Int64) -> StorageFit {
+    func storageFit(_ model: CatalogModel, installed: Bool, space: FilesystemSpace, reservedByOthers: Int64,
+                    held: Set<String>? = nil) -> StorageFit {
         let available = max(0, space.availableBytes - reservedByOthers)
         if installed {
             return StorageFit(modelId: model.id, requiredBytes: 0, availableBytes: available, presentBytes: model.installedBytes)
         }
-        let need = storageStillNeeded(model)
+        let need = storageStillNeeded(model, present: partialBytes(model, held: held))
         return StorageFit(modelId: model.id, requiredBytes: need.required, availableBytes: available, presentBytes: need.present)
     }
 
