@@ -120,18 +120,29 @@ public final class LocalModelEngine: Sendable {
     /// What start-up queries read: one records snapshot and one `statvfs`.
     private struct Snapshot {
         var installs: [String: InstallRecord]
+        /// The recorded files of installs made from another catalog version (the only ones
+        /// an update can concern).
         var files: [String: [FileRecord]]
+        /// `heldFiles()`.
+        var held: Set<String>
         var reservations: [(modelId: String, pid: Int32, bytes: Int64)]
         var space: FilesystemSpace
         var reservedBytes: Int64 { ExternalNumber.saturatingSum(reservations.map(\.bytes)) }
     }
 
     private func snapshot() throws -> Snapshot {
-        let (installs, files, reservations) = try existingRecords()?.read { ctx in
-            (try ctx.installs(), try ctx.allFiles(), try ctx.reservations())
-        } ?? ([], [:], [])
+        let version = catalog.catalogVersion
+        typealias Read = ([InstallRecord], [String: [FileRecord]], Set<String>, [(modelId: String, pid: Int32, bytes: Int64)])
+        let (installs, files, held, reservations): Read = try existingRecords()?.read { ctx -> Read in
+            let installs = try ctx.installs()
+            var files: [String: [FileRecord]] = [:]
+            for install in installs where install.state == .installed && install.catalogVersion != version {
+                files[install.modelId] = try ctx.files(install.modelId)
+            }
+            return (installs, files, try ctx.heldFiles(), try ctx.reservations())
+        } ?? ([], [:], [], [])
         return Snapshot(installs: Dictionary(installs.map { ($0.modelId, $0) }, uniquingKeysWith: { a, _ in a }),
-                        files: files, reservations: reservations, space: try probe.space(at: layout.root))
+                        files: files, held: held, reservations: reservations, space: try probe.space(at: layout.root))
     }
 
     /// Every catalog model with its install state and storage fit.
@@ -141,14 +152,15 @@ public final class LocalModelEngine: Sendable {
 
     private func models(in snap: Snapshot) -> [ModelStatus] {
         let reserved = snap.reservedBytes
-        let held = Self.held(installs: Array(snap.installs.values), files: snap.files)
         return catalog.models.map { model in
             let record = snap.installs[model.id]
             let installed = isInstalled(model, record: record)
             let own = snap.reservations.first { $0.modelId == model.id }?.bytes ?? 0
-            let fit = storageFit(model, installed: installed, space: snap.space, reservedByOthers: max(0, reserved - own), held: held)
+            let fit = storageFit(model, installed: installed, space: snap.space, reservedByOthers: max(0, reserved - own), held: snap.held)
+            // An install made from this catalog version has this catalog's files.
+            let update = installed && snap.files[model.id].map { !model.matches(recorded: $0) } == true
             return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit,
-                               updateAvailable: installed && !model.matches(recorded: snap.files[model.id] ?? []))
+                               updateAvailable: update)
         }
     }
 
@@ -247,19 +259,7 @@ public final class LocalModelEngine: Sendable {
     /// `sha256:size` of every verified file of the installed models (an update's unchanged
     /// files included), from the records (empty when the store has none).
     func heldInStore() -> Set<String> {
-        guard let records = try? existingRecords(),
-              let (installs, files) = try? records.read({ ctx in (try ctx.installs(), try ctx.allFiles()) }) else { return [] }
-        return Self.held(installs: installs, files: files)
-    }
-
-    static func held(installs: [InstallRecord], files: [String: [FileRecord]]) -> Set<String> {
-        var held = Set<String>()
-        for install in installs where install.state == .installed {
-            for file in files[install.modelId] ?? [] {
-                if let sha = file.verifiedSha256 { held.insert(sha + ":\(file.size)") }
-            }
-        }
-        return held
+        (try? existingRecords()?.read { try $0.heldFiles() }) ?? []
     }
 
     func storageFit(_ model: CatalogModel, installed: Bool, space: FilesystemSpace, reservedByOthers: Int64,

@@ -37,6 +37,19 @@ public struct ReadContext {
         return out
     }
 
+    /// `sha256:size` of every verified file of an installed model: the bytes the store holds
+    /// (what a download links instead of fetching). One lean query for start-up.
+    public func heldFiles() throws -> Set<String> {
+        var held = Set<String>()
+        for row in try db.query("""
+            SELECT f.verified_sha256, f.size FROM files f JOIN installs i ON i.model_id = f.model_id
+            WHERE i.state = 'installed' AND f.verified_sha256 IS NOT NULL
+            """) {
+            if let sha = row[0].string, let size = row[1].int64 { held.insert(sha + ":\(size)") }
+        }
+        return held
+    }
+
     public func files(_ modelId: String) throws -> [FileRecord] {
         try db.query("""
             SELECT path, size, sha256, etag, last_modified, bytes_present, verified_sha256
