@@ -84,9 +84,19 @@ enum Doctor {
         json.append(("records", .object(recordsJSON)))
 
         let catalog = engine.catalog
+        let now = FileIO.wallClockSeconds()
+        let expired = catalog.isExpired(now: Int64(now))
         json.append(("catalog", ["source": .string(context.catalogSource), "catalogVersion": JSONValue(catalog.catalogVersion),
-                                 "models": JSONValue(catalog.models.count)]))
-        checks.append(("catalog", true, "version \(catalog.catalogVersion) from \(context.catalogSource), \(catalog.models.count) models"))
+                                 "models": JSONValue(catalog.models.count), "expiresAt": JSONValue(catalog.expiresAt),
+                                 "expired": .bool(expired), "updateURL": JSONValue(context.environment["EXTENTOS_CATALOG_URL"])]))
+        let expiry = catalog.expiresAt.map { expired ? ", expired at \($0)" : ", expires \($0)" } ?? ""
+        checks.append(("catalog", !expired, "version \(catalog.catalogVersion) from \(context.catalogSource), \(catalog.models.count) models\(expiry)"))
+        if expired {
+            // An accepted catalog keeps serving after its expiresAt (a device offline must keep
+            // its models), but its publisher no longer vouches for it: get a current one.
+            advice["catalog"] = ["The catalog's publisher no longer vouches for it; it is still used so installed models keep working.",
+                                 "Get a current one: glasses-local catalog update --from URL (or set EXTENTOS_CATALOG_URL and let prefetch do it)."]
+        }
 
         json.append(("repairs", .array(context.repairs.map { .string($0.description) })))
         let ok = checks.allSatisfy(\.ok)

@@ -273,6 +273,27 @@ struct CatalogUpdateTests {
         #expect(!FileManager.default.fileExists(atPath: p.w.store + "/.catalog/keys/stranger.pub"))
     }
 
+    @Test("an accepted catalog that has since expired keeps serving (installed models keep working), and doctor says to get a current one")
+    func acceptedThenExpired() throws {
+        let p = try Publisher(); defer { p.w.remove() }
+        let formatter = ISO8601DateFormatter()
+        let soon = formatter.string(from: Date().addingTimeInterval(3))
+        let url = try p.publish("cat/catalog.json", Self.catalog(version: 2, id: "v2-model", expiresAt: soon))
+        try #require(try p.update(url).status == 0)
+        let before = try p.w.run(["doctor", "--json"], catalog: nil, env: p.env)
+        let catalogBefore = try #require(try before.jsonObject()["catalog"] as? [String: Any], "\(before)")
+        #expect(catalogBefore["expired"] as? Bool == false && catalogBefore["expiresAt"] as? String == soon, "\(before)")
+        Thread.sleep(forTimeInterval: 4)
+        let list = try p.list()
+        #expect(list.status == 0 && list.stdout.contains("v2-model"), "still used after its expiresAt\n\(list)")
+        let doctor = try p.w.run(["doctor"], catalog: nil, env: p.env)
+        #expect(doctor.stdout.contains("FAIL catalog: version 2") && doctor.stdout.contains("expired at \(soon)"), "\(doctor)")
+        #expect(doctor.stdout.contains("glasses-local catalog update"), "doctor says what to do\n\(doctor)")
+        // Offered again once expired, the same catalog is refused.
+        let again = try p.update(url)
+        #expect(again.status == 6 && again.stderr.contains("expired at \(soon)"), "\(again)")
+    }
+
     @Test("no URL is a usage error that says how to give one; EXTENTOS_CATALOG_URL is used when --from is absent")
     func urlFromEnvironment() throws {
         let p = try Publisher(); defer { p.w.remove() }
