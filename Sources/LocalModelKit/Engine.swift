@@ -172,7 +172,9 @@ public final class LocalModelEngine: Sendable {
         let installed = isInstalled(model, record: record)
         let reserved = try records?.read { try $0.reservedBytes(excluding: id) } ?? 0
         let fit = storageFit(model, installed: installed, space: try probe.space(at: layout.root), reservedByOthers: reserved)
-        let update = try installed && !model.matches(recorded: records?.files(id) ?? [])
+        // An install made from this catalog version has this catalog's files.
+        let update = try installed && record?.catalogVersion != catalog.catalogVersion
+            && !model.matches(recorded: records?.files(id) ?? [])
         return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit, updateAvailable: update)
     }
 
@@ -248,7 +250,7 @@ public final class LocalModelEngine: Sendable {
                 var checked = Set<String>()
                 present = max(present, model.files.reduce(0) { sum, file in
                     let partial = inPartial ? min(FileIO.regularFileSize(file.path, in: dir, checked: &checked) ?? 0, file.size) : 0
-                    if partial < file.size, let sha = file.sha256, held.contains(sha + ":\(file.size)") { return sum + file.size }
+                    if partial < file.size, let sha = file.sha256, held.contains(FileRecord.heldKey(sha256: sha, size: file.size)) { return sum + file.size }
                     return sum + partial
                 })
             }

@@ -48,31 +48,29 @@ public struct EngineSetup: Sendable {
         return lower.hasPrefix("https://") || lower.hasPrefix("http://")
     }
 
-    /// Where the catalog comes from, for messages: its path, or "built-in".
-    public var catalogSource: String {
-        if let catalogPath { return catalogPath }
-        if let root = storeRoot,
-           let stored = StoreLayout(root: root).storedCatalog(keys: TrustedCatalogKeys.all(environment: environment)),
-           stored.catalog.catalogVersion > BundledCatalog.catalog.catalogVersion {
-            return stored.path
-        }
-        return "built-in"
-    }
+    /// Where the catalog comes from, for messages: its path or URL, the stored catalog's
+    /// path, or "built-in". Reads the catalog: callers that also need it use `resolvedCatalog()`.
+    public var catalogSource: String { (try? resolvedCatalog().source) ?? catalogPath ?? "built-in" }
 
     /// The catalog: the file, fully validated and not expired; else the newest signed
     /// catalog the store accepted when it is newer than the built-in one; else the built-in
     /// one (validated when built, never expiring).
     public func catalog() throws(LocalModelError) -> Catalog {
+        try resolvedCatalog().catalog
+    }
+
+    /// The catalog and where it came from (for messages), read once.
+    public func resolvedCatalog() throws(LocalModelError) -> (catalog: Catalog, source: String) {
         let loader = CatalogLoader()
         if let url = catalogPath, Self.isURL(url) {
-            // `--catalog URL`: the same checks as `catalog update`, then the store's catalog.
+            // `--catalog URL`: the same checks as `catalog update`, then the catalog in use.
             var floor = self
             floor.catalogFile = nil
             floor.environment["EXTENTOS_CATALOG"] = nil
             let engine = try floor.makeEngine()
-            _ = try engine.updateCatalog(from: url, keys: TrustedCatalogKeys.all(environment: environment),
-                                         options: DownloadOptions(policy: transferPolicy()))
-            return try floor.catalog()
+            let update = try engine.updateCatalog(from: url, keys: TrustedCatalogKeys.all(environment: environment),
+                                                  options: DownloadOptions(policy: transferPolicy()))
+            return (update.catalog, url)
         }
         guard let path = catalogPath else {
             // The newest signed catalog the store accepted (`catalog update`), re-verified;
@@ -81,9 +79,9 @@ public struct EngineSetup: Sendable {
             if let root = storeRoot,
                let stored = StoreLayout(root: root).storedCatalog(keys: TrustedCatalogKeys.all(environment: environment)),
                stored.catalog.catalogVersion > bundled.catalogVersion {
-                return stored.catalog
+                return stored
             }
-            return bundled
+            return (bundled, "built-in")
         }
         let catalog: Catalog
         do {
@@ -94,7 +92,7 @@ public struct EngineSetup: Sendable {
         if catalog.isExpired(now: Int64(FileIO.wallClockSeconds())), let expiresAt = catalog.expiresAt {
             throw .catalogExpired(source: path, expiresAt: expiresAt)
         }
-        return catalog
+        return (catalog, path)
     }
 
     /// The engine, over `catalog` when one was read already.

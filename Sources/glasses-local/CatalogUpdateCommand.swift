@@ -26,7 +26,7 @@ enum CatalogUpdateCommand {
         let engine = try context.engine()
         let keys = TrustedCatalogKeys.all(environment: context.environment)
         let outcome = try context.attempt {
-            try engine.updateCatalog(from: url, keys: keys, options: options, cancellation: interrupt.flag)
+            try engine.updateCatalog(from: url, keys: keys, options: options, cancellation: interrupt.flag).outcome
         }
         let c = context.console
         switch outcome {

@@ -7,7 +7,7 @@ final class CommandContext {
     let invocation: Invocation
     let console: Console
     let environment: [String: String]
-    private var cachedCatalog: Catalog?
+    private var cachedCatalog: (catalog: Catalog, source: String)?
     private var cachedEngine: LocalModelEngine?
     /// What opening the store repaired, for doctor.
     var repairs: [RepairAction] = []
@@ -48,14 +48,19 @@ final class CommandContext {
     }
 
     /// Where the catalog came from, for messages.
-    var catalogSource: String { (try? setup().catalogSource) ?? "built-in" }
+    var catalogSource: String { (try? resolvedCatalog().source) ?? (try? setup().catalogPath) ?? "built-in" }
 
     func catalog() throws(CLIError) -> Catalog {
+        try resolvedCatalog().catalog
+    }
+
+    /// The catalog and its source, read once per command.
+    private func resolvedCatalog() throws(CLIError) -> (catalog: Catalog, source: String) {
         if let cachedCatalog { return cachedCatalog }
-        let catalog: Catalog
-        do { catalog = try setup().catalog() } catch let error as CLIError { throw error } catch { throw CLIError.from(error) }
-        cachedCatalog = catalog
-        return catalog
+        let resolved: (catalog: Catalog, source: String)
+        do { resolved = try setup().resolvedCatalog() } catch let error as CLIError { throw error } catch { throw CLIError.from(error) }
+        cachedCatalog = resolved
+        return resolved
     }
 
     func engine(openExisting: Bool = true) throws(CLIError) -> LocalModelEngine {

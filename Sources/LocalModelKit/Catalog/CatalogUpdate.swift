@@ -45,6 +45,13 @@ public enum CatalogUpdateOutcome: Sendable, Equatable {
     case upToDate(version: Int)
 }
 
+/// What `updateCatalog` did, and the catalog in use after it.
+public struct CatalogUpdateResult: Sendable {
+    public var outcome: CatalogUpdateOutcome
+    /// The accepted catalog; when up to date, the catalog of that version.
+    public var catalog: Catalog
+}
+
 /// The largest catalog an update reads, unless the caller gives another cap.
 public let catalogUpdateCap: Int64 = 1 << 20
 
@@ -68,7 +75,7 @@ extension StoreLayout {
     /// The newest stored catalog that still verifies (signature by a trusted key, valid;
     /// an accepted catalog keeps serving after its `expiresAt`: expiry guards what is
     /// accepted, and a device offline past it must not lose its models), or nil.
-    public func storedCatalog(keys given: [(name: String, pem: String)]) -> (catalog: Catalog, path: String)? {
+    public func storedCatalog(keys given: [(name: String, pem: String)]) -> (catalog: Catalog, source: String)? {
         let keys = trustedKeys(given)
         guard let names = try? FileIO.listDirectory(catalogRoot) else { return nil }
         let versions = names.compactMap { name -> Int? in
@@ -94,7 +101,7 @@ extension LocalModelEngine {
     /// catalog changes only on acceptance; a refused rollback is recorded in the history.
     public func updateCatalog(from url: String, keys given: [(name: String, pem: String)], cap: Int64 = catalogUpdateCap,
                               options: DownloadOptions = DownloadOptions(), cancellation: CancellationFlag = CancellationFlag(),
-                              now: Int64 = Int64(FileIO.wallClockSeconds())) throws(LocalModelError) -> CatalogUpdateOutcome {
+                              now: Int64 = Int64(FileIO.wallClockSeconds())) throws(LocalModelError) -> CatalogUpdateResult {
         let records = try open().records
         let keys = layout.trustedKeys(given)
         let lock = FileLock(path: layout.locksRoot + "/@catalog.lock")
@@ -106,8 +113,6 @@ extension LocalModelEngine {
             FileRequest(name: "catalog.json.sig", url: sigURL, partialPath: work + "/catalog.json.sig", boundary: layout.root,
                         size: 4096, sha256: nil, sizeIsLimit: true),
         ]
-        let bytes: [UInt8]
-        let sig: [UInt8]
         do {
             try lock.lock()
             defer { lock.unlock() }
@@ -122,8 +127,8 @@ extension LocalModelEngine {
                 if case .tooLong = failure { throw LocalModelError.catalogTooLarge(url: request.url, cap: request.size) }
                 throw LocalModelError(failure, modelId: "the catalog update", request: request) { (0, 0) }
             }
-            bytes = try FileIO.readFile(atPath: requests[0].partialPath, limit: Int(cap))
-            sig = try FileIO.readFile(atPath: requests[1].partialPath, limit: 4096)
+            let bytes = try FileIO.readFile(atPath: requests[0].partialPath, limit: Int(cap))
+            let sig = try FileIO.readFile(atPath: requests[1].partialPath, limit: 4096)
             let (catalog, signer) = try CatalogSignature.accept(bytes, signatureText: sig, source: url, signaturePath: sigURL,
                                                                  keys: keys, now: now)
             let recorded = max(try records.read { try $0.highestCatalogVersion() }, self.catalog.catalogVersion)
@@ -132,7 +137,10 @@ extension LocalModelEngine {
                                    detail: "refused catalog version \(catalog.catalogVersion) from \(url): lower than version \(recorded) in use (rollback)")
                 throw LocalModelError.catalogRollback(offered: catalog.catalogVersion, recorded: recorded, store: layout.root)
             }
-            if catalog.catalogVersion == recorded { return .upToDate(version: recorded) }
+            if catalog.catalogVersion == recorded {
+                let inUse = self.catalog.catalogVersion == recorded ? self.catalog : catalog
+                return CatalogUpdateResult(outcome: .upToDate(version: recorded), catalog: inUse)
+            }
             // The signature first, then the catalog: a reader sees a catalog only once its
             // signature is beside it. Both are re-verified whenever they are read.
             try layout.createDirectory(layout.catalogRoot)
@@ -156,7 +164,8 @@ extension LocalModelEngine {
             where (name.hasSuffix(".json") || name.hasSuffix(".json.sig")) && !name.hasPrefix("\(catalog.catalogVersion).") {
                 _ = try? layout.remove(layout.catalogRoot + "/" + name)
             }
-            return .accepted(version: catalog.catalogVersion, previous: recorded, signer: signer)
+            return CatalogUpdateResult(outcome: .accepted(version: catalog.catalogVersion, previous: recorded, signer: signer),
+                                       catalog: catalog)
         } catch {
             throw .wrap(error)
         }

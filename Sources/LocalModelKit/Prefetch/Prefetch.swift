@@ -134,13 +134,12 @@ extension LocalModelEngine {
                 try jitter(policy, onEvent: onEvent, cancellation: cancellation, modelId: "catalog update")
                 jittered = true
                 do throws(LocalModelError) {
-                    let outcome = try updateCatalog(from: url, keys: policy.catalogKeys, options: options, cancellation: cancellation)
-                    if case .accepted(let version, _, _) = outcome,
-                       let stored = layout.storedCatalog(keys: policy.catalogKeys), stored.catalog.catalogVersion == version {
-                        engine = LocalModelEngine(layout: layout, catalog: stored.catalog, probe: self.probe, memoryShare: memoryShare)
+                    let update = try updateCatalog(from: url, keys: policy.catalogKeys, options: options, cancellation: cancellation)
+                    if case .accepted(let version, _, _) = update.outcome {
+                        engine = LocalModelEngine(layout: layout, catalog: update.catalog, probe: self.probe, memoryShare: memoryShare)
                         summary.append("catalog version \(version) accepted")
                     }
-                    onEvent(.catalogUpdated(outcome, url: url))
+                    onEvent(.catalogUpdated(update.outcome, url: url))
                 } catch {
                     if case .cancelled = error { throw error }
                     summary.append("catalog update failed (\(error.code.rawValue)); catalog version \(catalog.catalogVersion) used")

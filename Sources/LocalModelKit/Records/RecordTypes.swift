@@ -135,3 +135,9 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 }
+
+extension FileRecord {
+    /// The key under which the store knows a file's bytes: its SHA-256 and size. A file of a
+    /// model to install with a key the store holds is linked, not downloaded.
+    public static func heldKey(sha256: String, size: Int64) -> String { sha256 + ":\(size)" }
+}

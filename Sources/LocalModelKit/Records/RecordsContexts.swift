@@ -45,7 +45,7 @@ public struct ReadContext {
             SELECT f.verified_sha256, f.size FROM files f JOIN installs i ON i.model_id = f.model_id
             WHERE i.state = 'installed' AND f.verified_sha256 IS NOT NULL
             """) {
-            if let sha = row[0].string, let size = row[1].int64 { held.insert(sha + ":\(size)") }
+            if let sha = row[0].string, let size = row[1].int64 { held.insert(FileRecord.heldKey(sha256: sha, size: size)) }
         }
         return held
     }

@@ -16,7 +16,7 @@ extension DownloadRun {
             let folder = layout.folder(of: install)
             for file in allFiles[install.modelId] ?? [] {
                 guard let sha = file.verifiedSha256 else { continue }
-                let key = sha + ":\(file.size)"
+                let key = FileRecord.heldKey(sha256: sha, size: file.size)
                 if holders[key] == nil { holders[key] = (folder, file.path) }
             }
         }
@@ -25,7 +25,7 @@ extension DownloadRun {
         var adopted: [String] = []
         var bytes: Int64 = 0
         for file in hashed {
-            guard let sha = file.sha256, let holder = holders[sha + ":\(file.size)"] else { continue }
+            guard let sha = file.sha256, let holder = holders[FileRecord.heldKey(sha256: sha, size: file.size)] else { continue }
             let target = partialRoot + "/" + file.path
             // Partial data already there is this download's own resume base.
             guard !FileIO.exists(target) else { continue }
