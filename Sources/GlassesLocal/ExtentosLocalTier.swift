@@ -120,7 +120,7 @@ public enum ExtentosLocalTier {
                 self = .integrityFailure(modelId: id, file: file, detail: error.description)
             case .temporary: self = .temporary(modelId: id, detail: error.description)
             case .interrupted: self = .cancelled(modelId: id)
-            case .noStore, .invalidCatalog, .catalogRollback, .catalogExpired, .signatureInvalid, .recordsDamaged, .readOnly, .records: self = .storeUnavailable(error.description)
+            case .noStore, .invalidCatalog, .catalogRollback, .catalogExpired, .catalogUnavailable, .signatureInvalid, .recordsDamaged, .readOnly, .records: self = .storeUnavailable(error.description)
             case .httpStatus, .refused, .noSource, .notInstalled, .io: self = .failed(modelId: id, detail: error.description)
             }
         }

@@ -49,13 +49,38 @@ public final class LocalModelEngine: Sendable {
     public let probe: any DeviceProbe
     /// Share of physical memory a model may use (the memory class budget), 0.5 by default.
     public let memoryShare: Double
+    /// Whether `catalog` is the one the store resolves to (its newest trusted catalog, else
+    /// the built-in floor) rather than a file someone named. Only then may it be older than
+    /// a version the store has used: the store's own copy was damaged or removed, and the
+    /// built-in catalog stands in for reading what is installed (see `storeCatalogVersionMissing`).
+    public let catalogChosenByStore: Bool
     private let opened = Mutex<Records?>(nil)
+    /// The highest catalog version the records say the store has used, once opened.
+    private let recordedCatalogVersion = Mutex<Int>(0)
 
-    public init(layout: StoreLayout, catalog: Catalog, probe: any DeviceProbe, memoryShare: Double = 0.5) {
+    public init(layout: StoreLayout, catalog: Catalog, probe: any DeviceProbe, memoryShare: Double = 0.5,
+                catalogChosenByStore: Bool = false) {
         self.layout = layout
         self.catalog = catalog
         self.probe = probe
         self.memoryShare = memoryShare
+        self.catalogChosenByStore = catalogChosenByStore
+    }
+
+    /// The catalog version the store has used when no trusted copy of it is left and an older
+    /// catalog stands in (known once the store is opened), else nil. Installed models keep
+    /// working; downloads wait (`requireStoreCatalog`) until `updateCatalog` restores it.
+    public var storeCatalogVersionMissing: Int? {
+        let recorded = recordedCatalogVersion.withLock { $0 }
+        return recorded > catalog.catalogVersion ? recorded : nil
+    }
+
+    /// Throws `catalogUnavailable` while an older catalog stands in for the store's: nothing
+    /// may be fetched by a catalog the store has moved past (that would be a rollback).
+    func requireStoreCatalog() throws(LocalModelError) {
+        if let recorded = storeCatalogVersionMissing {
+            throw .catalogUnavailable(inUse: catalog.catalogVersion, recorded: recorded, store: layout.root)
+        }
     }
 
     // MARK: Opening
@@ -75,9 +100,10 @@ public final class LocalModelEngine: Sendable {
         } catch {
             throw .wrap(error)
         }
-        if catalog.catalogVersion < recorded {
+        if catalog.catalogVersion < recorded && !catalogChosenByStore {
             throw LocalModelError.catalogRollback(offered: catalog.catalogVersion, recorded: recorded, store: layout.root)
         }
+        recordedCatalogVersion.withLock { $0 = recorded }
         // Bookkeeping and repairs are writes: on a full disk they wait for the next open, so
         // that reading, deleting and gc still work and can make room.
         var repairs: [RepairAction] = []
@@ -93,7 +119,8 @@ public final class LocalModelEngine: Sendable {
                 try records.append(.repaired, modelId: nil, detail: what)
                 repairs.append(RepairAction(modelId: nil, what: what))
             }
-            repairs += try StoreRepair(layout: layout, catalog: catalog, records: records).run()
+            repairs += try StoreRepair(layout: layout, catalog: catalog, records: records,
+                                   catalogIsStandIn: catalog.catalogVersion < recorded).run()
         } catch let error as RecordsError where error.isDiskFull {
             repairs.append(RepairAction(modelId: nil, what: "repairs postponed: the disk is full"))
         } catch let error as SystemError where error.isOutOfSpace {

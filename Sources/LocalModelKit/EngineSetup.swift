@@ -100,8 +100,12 @@ public struct EngineSetup: Sendable {
         guard let root = storeRoot else { throw .noStoreFolder }
         let chosen: Catalog
         if let catalog { chosen = catalog } else { chosen = try self.catalog() }
+        // Unless a file was named, the catalog is the store's own choice (its newest trusted
+        // catalog, one just accepted from a URL, or the built-in floor).
+        let chosenByStore = catalogPath.map(Self.isURL) ?? true
         return LocalModelEngine(layout: StoreLayout(root: root), catalog: chosen,
-                                probe: probe ?? SystemDeviceProbe(environment: environment), memoryShare: memoryShare)
+                                probe: probe ?? SystemDeviceProbe(environment: environment), memoryShare: memoryShare,
+                                catalogChosenByStore: chosenByStore)
     }
 
     /// Transfer defaults for this environment (`$EXTENTOS_CA_FILE` and curl's conventions).

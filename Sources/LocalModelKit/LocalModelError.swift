@@ -5,6 +5,9 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case unknownModel, invalidCatalog, catalogRollback, busy
     /// The catalog's `expiresAt` has passed.
     case catalogExpired
+    /// The store has used a newer catalog than any trusted copy left (one was damaged and
+    /// set aside, or removed): installed models keep working, downloads wait for an update.
+    case catalogUnavailable
     /// A catalog's detached signature is missing, malformed, or not by a trusted key.
     case signatureInvalid
     /// Nothing names a store folder (no HOME, no `EXTENTOS_MODELS_DIR`, none given).
@@ -25,7 +28,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
         case .insufficientStorage, .diskFull: return 3
         case .integrityMismatch, .sizeMismatch, .unsafeArchive, .signatureInvalid: return 4
         case .unknownModel: return 5
-        case .invalidCatalog, .catalogRollback, .catalogExpired: return 6
+        case .invalidCatalog, .catalogRollback, .catalogExpired, .catalogUnavailable: return 6
         case .busy: return 7
         case .temporary: return 75
         case .interrupted: return 130
@@ -48,6 +51,10 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     case catalogRollback(offered: Int, recorded: Int, store: String)
     /// The catalog's `expiresAt` has passed: it is no longer trusted (a frozen mirror).
     case catalogExpired(source: String, expiresAt: String)
+    /// The store has used catalog version `recorded`, but no trusted copy of it (or of a
+    /// newer one) is left, so version `inUse` (the built-in catalog) stands in: what is
+    /// installed keeps working, and nothing is fetched until an update brings it back.
+    case catalogUnavailable(inUse: Int, recorded: Int, store: String)
     /// A catalog's signature (`signature`, the `.sig` beside it) is not the base64 of an
     /// Ed25519 signature by any of the trusted keys (`keys`, by name) over its exact bytes.
     case catalogSignatureInvalid(source: String, signature: String, keys: [String])
@@ -60,7 +67,9 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     /// The disk filled up mid-way; the bytes downloaded so far are kept.
     case diskFull(modelId: String, file: String, neededMb: Int, keptBytes: Int64)
     /// A final HTTP answer (404, 403, 410, …).
-    case httpStatus(modelId: String, file: String, url: String, status: Int)
+    /// `url` is where the answer came from; `redirectedFrom` the catalog's URL when a
+    /// redirect led there (a CDN).
+    case httpStatus(modelId: String, file: String, url: String, status: Int, redirectedFrom: String? = nil)
     /// The bytes' SHA-256 differs from the catalog's; the partial was discarded.
     case integrityMismatch(modelId: String, file: String, expected: String, actual: String)
     /// The server sent more than, or other than, the declared size.
@@ -93,6 +102,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         case .invalidCatalog: return .invalidCatalog
         case .catalogRollback: return .catalogRollback
         case .catalogExpired: return .catalogExpired
+        case .catalogUnavailable: return .catalogUnavailable
         case .catalogSignatureInvalid: return .signatureInvalid
         case .catalogTooLarge: return .invalidCatalog
         case .busy: return .busy
@@ -128,9 +138,11 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     public var modelId: String? {
         switch self {
         case .unknownModel(let id): return id
-        case .noStoreFolder, .invalidCatalog, .catalogRollback, .catalogExpired, .catalogSignatureInvalid, .catalogTooLarge, .records: return nil
+        case .noStoreFolder, .invalidCatalog, .catalogRollback, .catalogExpired, .catalogUnavailable, .catalogSignatureInvalid,
+             .catalogTooLarge, .records:
+            return nil
         case .busy(let id), .noSource(let id, _), .notInstalled(let id): return id
-        case let .insufficientStorage(id, _, _), let .diskFull(id, _, _, _), let .httpStatus(id, _, _, _),
+        case let .insufficientStorage(id, _, _), let .diskFull(id, _, _, _), let .httpStatus(id, _, _, _, _),
              let .integrityMismatch(id, _, _, _), let .sizeMismatch(id, _, _, _, _), let .unsafeArchive(id, _, _),
              let .incompleteInstall(id, _, _), let .temporary(id, _, _, _), let .refused(id, _, _), let .cancelled(id, _):
             return id
@@ -166,6 +178,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             return error.description
         case let .catalogRollback(offered, recorded, store):
             return "catalog version \(offered) is older than version \(recorded) already used by the store \(store); refusing a rollback. Use the newer catalog (or a store of its own with --store)."
+        case let .catalogUnavailable(inUse, recorded, store):
+            return "the store \(store) has used catalog version \(recorded), but no trusted copy of it is left in \(store)/.catalog ('glasses-local doctor' names what was set aside), so the built-in catalog version \(inUse) stands in: installed models keep working, and nothing is downloaded until 'glasses-local catalog update [--from URL]' brings back version \(recorded) or newer."
         case let .catalogSignatureInvalid(source, signature, keys):
             return "\(source): the signature \(signature) is not valid for any trusted key (\(keys.joined(separator: ", "))); the catalog was changed after signing, signed by another key, or the signature belongs to another file. Nothing was changed; ask the catalog's publisher, or check the mirror."
         case let .catalogTooLarge(url, cap):
@@ -178,8 +192,19 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             return "\(id) needs \(required) MiB of storage but only \(available) MiB is available. Free \(required - available) MiB, or choose a store on a bigger disk with --store / EXTENTOS_MODELS_DIR. Nothing was downloaded."
         case let .diskFull(id, file, needed, kept):
             return "the disk filled up while writing \(file) of \(id). Free at least \(needed) MiB and run the download again: the \(kept) bytes already downloaded are kept and will not be fetched again."
-        case let .httpStatus(id, file, url, status):
-            return "\(file) of \(id): the server answered HTTP \(status) for \(url). Check the catalog or --mirror URL; a 404 is not retried."
+        case let .httpStatus(id, file, url, status, redirectedFrom):
+            let host = CatalogRules.host(of: url) ?? url
+            let via = redirectedFrom.map { ", where \($0) redirected" } ?? ""
+            let advice: String
+            switch status {
+            case 401, 403:
+                advice = "Access was refused: the source may need credentials, or a redirected (CDN) link expired — run the download again for a fresh link, or check the catalog or --mirror URL."
+            case 404, 410:
+                advice = "The file is not there: check the catalog or --mirror URL."
+            default:
+                advice = "Check the catalog or --mirror URL."
+            }
+            return "\(file) of \(id): \(host) answered HTTP \(status) for \(url)\(via). \(advice) HTTP \(status) is a final answer and is not retried."
         case let .integrityMismatch(id, file, expected, actual):
             return "\(file) of \(id) failed verification: expected SHA-256 \(expected), got \(actual). The bad bytes were discarded; the source or mirror serves a different file — check --mirror or report it."
         case let .sizeMismatch(id, file, url, declared, served):
@@ -209,7 +234,9 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             }
             return (id.map { "\($0): " } ?? "") + error.message
         case let .transfer(fault, id):
-            return "\(id): \(fault.description). Check that libcurl is installed and working ('glasses-local doctor')."
+            let prefix = id.isEmpty ? "" : "\(id): "
+            if case .caFile = fault { return prefix + fault.description + "." }
+            return prefix + "\(fault.description). Check that libcurl is installed and working ('glasses-local doctor')."
         }
     }
 

@@ -59,6 +59,13 @@ enum CatalogCommands {
                 doc.append(("files", JSONValue(catalog.models.reduce(0) { $0 + $1.files.count })))
                 doc.append(("installedBytes", .int(catalog.models.reduce(0) { $0 + $1.installedBytes })))
             }
+            if !issues.isEmpty {
+                // Every failed command's JSON carries `error`, the issues stay beside it.
+                let error = CLIError(exitCode: .invalidCatalog, code: ErrorCode.invalidCatalog.rawValue,
+                                     message: "catalog \(file) is invalid (\(issues.count) problem\(issues.count == 1 ? "" : "s")): "
+                                         + issues.map(\.description).joined(separator: "; "))
+                doc.append(("error", error.json))
+            }
             c.printJSON(.object(doc))
         } else if let catalog, issues.isEmpty {
             let files = catalog.models.reduce(0) { $0 + $1.files.count }

@@ -37,8 +37,16 @@ enum CatalogSigningCommands {
         }
         do {
             let pair = try Ed25519.generate()
-            try FileIO.writeFileAtomically(Array(pair.privatePEM.utf8), toPath: out, mode: 0o600)
-            try FileIO.writeFileAtomically(Array(pair.publicPEM.utf8), toPath: out + ".pub", mode: 0o644)
+            // Never replacing: a file or link that appears at either name meanwhile stops
+            // keygen instead of being overwritten (or written through).
+            try FileIO.writeFileAtomically(Array(pair.privatePEM.utf8), toPath: out, mode: 0o600, replacing: false)
+            do {
+                try FileIO.writeFileAtomically(Array(pair.publicPEM.utf8), toPath: out + ".pub", mode: 0o644, replacing: false)
+            } catch {
+                // A private key without its public half is of no use: take back the one just made.
+                _ = try? FileIO.removeTree(out)
+                throw error
+            }
         } catch {
             throw CLIError.from(error)
         }
@@ -51,7 +59,7 @@ enum CatalogSigningCommands {
         let file = inv.positional[0]
         guard let keyPath = inv.value("--key") else { throw .usage("catalog sign needs --key KEY (a private key from catalog keygen)", of: inv.command) }
         let message = try read(file, "catalog")
-        let key = String(decoding: try read(keyPath, "private key", limit: 16 << 10), as: UTF8.self)
+        let key = String(decoding: try read(keyPath, "private key", limit: TrustedCatalogKeys.maxKeyFileBytes), as: UTF8.self)
         let sigPath = inv.value("--sig") ?? file + ".sig"
         do {
             let signature = try Ed25519.sign(message, privatePEM: key)
@@ -71,9 +79,9 @@ enum CatalogSigningCommands {
         let signatureText = try read(sigPath, "signature", limit: 4096)
         let keys: [(name: String, pem: String)]
         if let keyPath = inv.value("--key") {
-            keys = [(keyPath, String(decoding: try read(keyPath, "public key", limit: 16 << 10), as: UTF8.self))]
+            keys = [(keyPath, String(decoding: try read(keyPath, "public key", limit: TrustedCatalogKeys.maxKeyFileBytes), as: UTF8.self))]
         } else {
-            keys = TrustedCatalogKeys.all(environment: context.environment)
+            keys = context.trustedKeys()
         }
         guard let signer = CatalogSignature.signer(of: message, signatureText: signatureText, keys: keys) else {
             throw CLIError(LocalModelError.catalogSignatureInvalid(source: file, signature: sigPath, keys: keys.map(\.name)))

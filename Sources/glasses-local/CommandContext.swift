@@ -47,6 +47,24 @@ final class CommandContext {
         }
     }
 
+    /// Whether `--catalog FILE` or `$EXTENTOS_CATALOG` names the catalog (not the store's own).
+    var catalogIsNamed: Bool {
+        guard let path = try? setup().catalogPath else { return false }
+        return !EngineSetup.isURL(path)
+    }
+
+    /// The trusted catalog keys; each `*.pub` of `EXTENTOS_CATALOG_KEYS` that is skipped is
+    /// said once on stderr (`warning:`), so a FIFO or a stray file there is never silent.
+    func trustedKeys() -> [(name: String, pem: String)] {
+        let (keys, skipped) = TrustedCatalogKeys.load(environment: environment)
+        if !warnedAboutKeys && !console.quiet {
+            for problem in skipped { console.err("warning: \(problem)") }
+        }
+        warnedAboutKeys = true
+        return keys
+    }
+    private var warnedAboutKeys = false
+
     /// Where the catalog came from, for messages.
     var catalogSource: String { (try? resolvedCatalog().source) ?? (try? setup().catalogPath) ?? "built-in" }
 
@@ -57,6 +75,8 @@ final class CommandContext {
     /// The catalog and its source, read once per command.
     private func resolvedCatalog() throws(CLIError) -> (catalog: Catalog, source: String) {
         if let cachedCatalog { return cachedCatalog }
+        // Says which key files are skipped (the engine reads the same folder).
+        if environment["EXTENTOS_CATALOG_KEYS"] != nil && invocation.command.name != "doctor" { _ = trustedKeys() }
         let resolved: (catalog: Catalog, source: String)
         do { resolved = try setup().resolvedCatalog() } catch let error as CLIError { throw error } catch { throw CLIError.from(error) }
         cachedCatalog = resolved
@@ -112,6 +132,9 @@ final class CommandContext {
         self.repairs = repairs
         if !console.quiet {
             for repair in repairs { console.err("repaired: \(repair)") }
+            if let missing = engine.storeCatalogVersionMissing, invocation.command.name != "doctor" {
+                console.err("warning: the store has used catalog version \(missing), but no trusted copy of it is left; the built-in version \(engine.catalog.catalogVersion) stands in (installed models keep working, downloads wait). 'glasses-local doctor' says why; 'glasses-local catalog update' restores it.")
+            }
         }
         return records
     }

@@ -98,6 +98,41 @@ enum Doctor {
                                  "Get a current one: glasses-local catalog update --from URL (or set EXTENTOS_CATALOG_URL and let prefetch do it)."]
         }
 
+        // The store's own catalog: one damaged (set aside) or missing means the built-in
+        // catalog stands in until `catalog update` restores it.
+        let (trusted, skippedKeys) = TrustedCatalogKeys.load(environment: context.environment)
+        let stored = context.catalogIsNamed ? nil : layout.readStoredCatalogs(keys: trusted, setAside: false)
+        let setAside = layout.setAsideCatalogs()
+        var storeCatalog: [(key: String, value: JSONValue)] = [("setAside", .array(setAside.map { .string($0) }))]
+        if let missing = engine.storeCatalogVersionMissing {
+            storeCatalog.append(("missingVersion", JSONValue(missing)))
+            checks.append(("store catalog", false,
+                           "the store has used catalog version \(missing), but no trusted copy of it is left; the built-in version \(catalog.catalogVersion) stands in"))
+            advice["store catalog"] = (stored?.unusable ?? []).map { "\($0)" } + setAside.map { "set aside (kept for inspection, never read again): \($0)" } + [
+                "Installed models keep working (list, info, verify, delete, auto); downloads wait for the store's catalog.",
+                "Restore it: glasses-local catalog update --from URL (the publisher's catalog, version \(missing) or newer; or set EXTENTOS_CATALOG_URL).",
+            ]
+        } else if let unusable = stored?.unusable, !unusable.isEmpty {
+            checks.append(("store catalog", false, "\(unusable.count) stored catalog(s) newer than the one in use are not used"))
+            advice["store catalog"] = unusable.map { "\($0)" }
+        } else if !setAside.isEmpty {
+            checks.append(("store catalog", true, "\(setAside.count) damaged catalog file(s) set aside in \(layout.damagedCatalogRoot), kept for inspection; safe to delete"))
+        }
+        storeCatalog.append(("unusable", .array((stored?.unusable ?? []).map { .string($0.description) })))
+        json.append(("storeCatalog", .object(storeCatalog)))
+        json.append(("skippedKeys", .array(skippedKeys.map { .string($0) })))
+        for skipped in skippedKeys { checks.append(("trusted keys", false, skipped)) }
+
+        // The proxy libcurl will use, by its environment rules (never a password).
+        let proxy = ProxyEnvironment(environment: context.environment)
+        json.append(("proxy", ["https": JSONValue(proxy.https), "http": JSONValue(proxy.http), "noProxy": JSONValue(proxy.noProxy),
+                               "ignoredHTTP_PROXY": .bool(proxy.ignoredUppercaseHTTP)]))
+        let proxyText = proxy.https.map { "https through \($0)" + (proxy.noProxy.map { ", not for \($0)" } ?? "") } ?? "none (direct connections)"
+        checks.append(("proxy", true, proxyText))
+        if proxy.ignoredUppercaseHTTP {
+            advice["proxy"] = ["HTTP_PROXY is set but libcurl ignores the uppercase name for http; set http_proxy (lowercase) if plain-http mirrors need it."]
+        }
+
         json.append(("repairs", .array(context.repairs.map { .string($0.description) })))
         let ok = checks.allSatisfy(\.ok)
         json.append(("ok", .bool(ok)))

@@ -247,7 +247,10 @@ enum TransferCommands {
             }
         }
         if context.console.json {
-            context.console.printJSON(["models": .array(results), "freedBytes": .int(total)])
+            // Each model's failure is in its entry; the first also as the command's `error`.
+            var doc: [(key: String, value: JSONValue)] = [("models", .array(results)), ("freedBytes", .int(total))]
+            if let worst { doc.append(("error", worst.json)) }
+            context.console.printJSON(.object(doc))
         } else if ids.count > 1 {
             context.console.say("freed \(Format.bytes(total)) in all")
         }
@@ -302,9 +305,17 @@ enum TransferCommands {
                 if worst == nil { worst = cli }
             }
         }
-        if context.console.json { context.console.printJSON(["models": .array(reports)]) }
-        if let worst { return worst.exitCode }
-        return mismatch ? .integrity : .ok
+        if mismatch && worst == nil {
+            worst = CLIError(exitCode: .integrity, code: ErrorCode.integrityMismatch.rawValue,
+                             message: "some installed files do not match; run 'glasses-local verify --repair' to fetch them again")
+        }
+        if context.console.json {
+            // Each model's failure is in its entry; the first also as the command's `error`.
+            var doc: [(key: String, value: JSONValue)] = [("models", .array(reports))]
+            if let worst { doc.append(("error", worst.json)) }
+            context.console.printJSON(.object(doc))
+        }
+        return worst?.exitCode ?? .ok
     }
 
     static func gc(_ context: CommandContext) throws(CLIError) -> ExitCode {

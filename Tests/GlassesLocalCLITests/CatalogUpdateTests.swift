@@ -100,11 +100,14 @@ struct CatalogUpdateTests {
         #expect(Set(p.stored().keys) == ["500.json", "500.json.sig"], "older stored catalogs are removed")
         #expect(try p.list().stdout.contains("v500-model"))
 
-        // Without the key the store's catalog is not trusted: the built-in one is used, and
-        // the store (which has seen version 500) refuses it as a rollback rather than
-        // silently using an unverified file.
+        // Without the key the store's catalog is not trusted and not used: the built-in one
+        // stands in for reading (said on stderr), and nothing is downloaded by it, since the
+        // store has seen version 500 (CatalogTamperTests has the rest).
         let untrusted = try p.w.run(["list"], catalog: nil)
-        #expect(untrusted.status == 6 && untrusted.stderr.contains("rollback"), "\(untrusted)")
+        #expect(untrusted.status == 0 && untrusted.stderr.contains("catalog version 500") && untrusted.stderr.contains("stands in")
+                && !untrusted.stdout.contains("v500-model"), "\(untrusted)")
+        let download = try p.w.run(["download", "local-qwen3-0.6b"], catalog: nil)
+        #expect(download.status == 6 && download.stderr.contains("catalog update"), "\(download)")
     }
 
     struct Refusal: CustomTestStringConvertible, Sendable {

@@ -904,7 +904,7 @@ struct CatalogTests {
         try Self.withTemporaryDirectory { dir in
             let error = try #require(Self.loadError(dir.path), "a directory was accepted")
             #expect(error.issues.count == 1)
-            #expect(error.issues.first?.message.contains("Is a directory") == true, "\(error)")
+            #expect(error.issues.first?.message.contains("is a folder, not a regular file") == true, "\(error)")
         }
     }
 

@@ -565,7 +565,7 @@ struct TransferFaultTests {
             let engine = world.engine("s404", [file])
             let (result, _) = await transferDownload(engine, "s404")
             if let error = transferFailure(result) {
-                if case .httpStatus(let id, let name, _, let status) = error {
+                if case .httpStatus(let id, let name, _, let status, _) = error {
                     #expect(id == "s404" && name == file.path && status == 404)
                 } else {
                     Issue.record("expected .httpStatus, got \(error)")

@@ -97,6 +97,14 @@ public enum CatalogRules {
         return nil
     }
 
+    /// The lowercased host of a URL (`https://CDN.example:8443/x` → `cdn.example`), or nil.
+    public static func host(of url: String) -> String? {
+        guard let rest = url.afterFirst("://") else { return nil }
+        let authority = Array(rest.utf8.prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") })
+        let withoutUser = authority.lastIndex(of: UInt8(ascii: "@")).map { authority[($0 + 1)...] } ?? authority[...]
+        return hostOf(withoutUser)
+    }
+
     /// The lowercased host of an authority (`host[:port]` or `[v6]:port`), or nil.
     static func hostOf(_ authority: ArraySlice<UInt8>) -> String? {
         func lowered(_ bytes: ArraySlice<UInt8>) -> String {

@@ -64,34 +64,12 @@ extension StoreLayout {
     public func trustedKeys(_ keys: [(name: String, pem: String)]) -> [(name: String, pem: String)] {
         var all = keys
         for file in ((try? FileIO.listDirectory(rotatedKeysRoot)) ?? []).sorted() where file.hasSuffix(".pub") {
-            if let bytes = try? FileIO.readFile(atPath: rotatedKeysRoot + "/" + file, limit: 16 << 10) {
+            if let bytes = try? FileIO.readFile(atPath: rotatedKeysRoot + "/" + file, limit: TrustedCatalogKeys.maxKeyFileBytes) {
                 let pem = String(decoding: bytes, as: UTF8.self)
                 if Ed25519.isPublicKey(pem) && !all.contains(where: { $0.pem == pem }) { all.append((String(file.dropLast(4)), pem)) }
             }
         }
         return all
-    }
-
-    /// The newest stored catalog that still verifies (signature by a trusted key, valid;
-    /// an accepted catalog keeps serving after its `expiresAt`: expiry guards what is
-    /// accepted, and a device offline past it must not lose its models), or nil.
-    public func storedCatalog(keys given: [(name: String, pem: String)]) -> (catalog: Catalog, source: String)? {
-        let keys = trustedKeys(given)
-        guard let names = try? FileIO.listDirectory(catalogRoot) else { return nil }
-        let versions = names.compactMap { name -> Int? in
-            guard name.hasSuffix(".json") else { return nil }
-            return Int(name.dropLast(5)).flatMap { $0 > 0 ? $0 : nil }
-        }.sorted(by: >)
-        for version in versions {
-            let path = catalogRoot + "/\(version).json"
-            guard let bytes = try? FileIO.readFile(atPath: path, limit: Int(catalogUpdateCap)),
-                  let sig = try? FileIO.readFile(atPath: path + ".sig", limit: 4096),
-                  CatalogSignature.signer(of: bytes, signatureText: sig, keys: keys) != nil,
-                  let catalog = try? CatalogLoader().decode(bytes, source: path),
-                  catalog.catalogVersion == version else { continue }
-            return (catalog, path)
-        }
-        return nil
     }
 }
 
@@ -137,9 +115,10 @@ extension LocalModelEngine {
                                    detail: "refused catalog version \(catalog.catalogVersion) from \(url): lower than version \(recorded) in use (rollback)")
                 throw LocalModelError.catalogRollback(offered: catalog.catalogVersion, recorded: recorded, store: layout.root)
             }
-            if catalog.catalogVersion == recorded {
-                let inUse = self.catalog.catalogVersion == recorded ? self.catalog : catalog
-                return CatalogUpdateResult(outcome: .upToDate(version: recorded), catalog: inUse)
+            // The same version is nothing to do, unless the store's copy of it was damaged or
+            // removed (an older catalog stands in): then this genuine copy restores it.
+            if catalog.catalogVersion == recorded && self.catalog.catalogVersion == recorded {
+                return CatalogUpdateResult(outcome: .upToDate(version: recorded), catalog: self.catalog)
             }
             // The signature first, then the catalog: a reader sees a catalog only once its
             // signature is beside it. Both are re-verified whenever they are read.
@@ -147,16 +126,21 @@ extension LocalModelEngine {
             if let next = catalog.nextKey {
                 // Trusted from now on: the catalog naming it was signed by a trusted key.
                 try layout.createDirectory(layout.rotatedKeysRoot)
-                try FileIO.writeFileAtomically(Array(next.publicKey.utf8), toPath: layout.rotatedKeysRoot + "/\(next.name).pub")
+                try FileIO.writeFileAtomically(Array(next.publicKey.utf8), toPath: layout.rotatedKeysRoot + "/\(next.name).pub",
+                                               below: layout.root)
             }
             let target = layout.catalogRoot + "/\(catalog.catalogVersion).json"
             try layout.rename(requests[1].partialPath, to: target + ".sig")
             try layout.rename(requests[0].partialPath, to: target)
             try FileIO.syncDirectory(layout.catalogRoot)
+            let restored = catalog.catalogVersion == recorded
             try records.write { ctx in
                 try ctx.noteCatalogVersion(catalog.catalogVersion)
+                if let digest = CatalogDigest.of(bytes, signature: sig) {
+                    try ctx.noteCatalogDigest(version: catalog.catalogVersion, digest: digest)
+                }
                 try ctx.append(.catalog, modelId: nil,
-                               detail: "catalog version \(catalog.catalogVersion) accepted from \(url), signed by \(signer)"
+                               detail: "catalog version \(catalog.catalogVersion) \(restored ? "restored" : "accepted") from \(url), signed by \(signer)"
                                    + (catalog.nextKey.map { "; it names the next signing key \($0.name), trusted from now on" } ?? ""))
             }
             // Older stored catalogs are never used again (the version only rises).
@@ -164,7 +148,8 @@ extension LocalModelEngine {
             where (name.hasSuffix(".json") || name.hasSuffix(".json.sig")) && !name.hasPrefix("\(catalog.catalogVersion).") {
                 _ = try? layout.remove(layout.catalogRoot + "/" + name)
             }
-            return CatalogUpdateResult(outcome: .accepted(version: catalog.catalogVersion, previous: recorded, signer: signer),
+            return CatalogUpdateResult(outcome: .accepted(version: catalog.catalogVersion, previous: self.catalog.catalogVersion,
+                                                          signer: signer),
                                        catalog: catalog)
         } catch {
             throw .wrap(error)

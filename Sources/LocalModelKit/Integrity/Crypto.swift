@@ -71,11 +71,21 @@ public final class SHA256Hasher {
         return hex(digest.prefix(Int(length)))
     }
 
+    /// The SHA-256 of `bytes` as 64 lowercase hex characters.
+    public static func hash(_ bytes: [UInt8]) throws(CryptoError) -> String {
+        let hasher = try SHA256Hasher()
+        hasher.update(bytes)
+        return try hasher.finalize()
+    }
+
     /// Hashes a whole file in 1 MiB reads; returns the hash and the byte count.
     /// - Parameter limit: stop after this many bytes (used to hash a partial's prefix).
     public static func hashFile(atPath path: String, limit: Int64 = .max) throws -> (sha256: String, size: Int64) {
         let hasher = try SHA256Hasher()
-        let file = try FileDescriptor.open(path, flags: O_RDONLY)
+        // Non-blocking and checked after the open: a FIFO or a device put where a file was
+        // expected is refused, never waited on.
+        let file = try FileDescriptor.open(path, flags: O_RDONLY | O_NONBLOCK)
+        try file.requireRegularFile()
         let bufferSize = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
         defer { buffer.deallocate() }

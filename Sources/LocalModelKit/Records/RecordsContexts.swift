@@ -100,6 +100,12 @@ public struct ReadContext {
     public func highestCatalogVersion() throws -> Int {
         Int(try db.scalar("SELECT value FROM meta WHERE key = 'catalogVersion'").int64 ?? 0)
     }
+
+    /// The digest of the signed catalog of `version` as it was accepted (its bytes and its
+    /// signature's, `CatalogDigest`), or nil for a catalog accepted before digests were kept.
+    public func catalogDigest(version: Int) throws -> String? {
+        try db.scalar("SELECT value FROM meta WHERE key = ?", [.text("catalogDigest.\(version)")]).string
+    }
 }
 
 /// Statements available inside `Records.write` (reads too).
@@ -188,5 +194,13 @@ public struct WriteContext {
             INSERT INTO meta (key, value) VALUES ('catalogVersion', ?)
             ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)
             """, [.integer(Int64(version))])
+    }
+
+    /// Remembers what the accepted catalog of `version` looked like (its digest), so that a
+    /// stored copy that no longer matches is known to be damaged, not merely signed by a key
+    /// this process does not trust.
+    public func noteCatalogDigest(version: Int, digest: String) throws {
+        try db.query("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                     [.text("catalogDigest.\(version)"), .text(digest)])
     }
 }

@@ -129,6 +129,7 @@ extension LocalModelEngine {
         guard let model = catalog.model(id: id) else { throw .unknownModel(id) }
         let records: Records
         records = try open().records
+        if repair { try requireStoreCatalog() }
         // Reading takes a shared lock; repairing writes, so it takes the model's own.
         func locked(_ body: (String?) throws(DownloadError) -> VerifyReport) throws(DownloadError) -> VerifyReport {
             if repair { return try withModelLock(id) { () throws(DownloadError) in try body(nil) } }

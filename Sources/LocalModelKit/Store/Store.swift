@@ -209,7 +209,7 @@ public final class FileLock {
                     continue
                 }
                 let denied = [EACCES, EROFS, EPERM].contains(error.errno)
-                if readOnly && denied, let reader = try? FileDescriptor.open(path, flags: O_RDONLY) { return reader }
+                if readOnly && denied, let reader = try? FileDescriptor.open(path, flags: O_RDONLY | O_NONBLOCK) { return reader }
                 var failure = SystemError(errno: error.errno, "open lock file \(path)")
                 if denied {
                     failure.message += " — this store is read-only for this user; changing it needs its owner, or use a store of your own (--store DIR or EXTENTOS_MODELS_DIR)"

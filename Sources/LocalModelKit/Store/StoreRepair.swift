@@ -22,6 +22,9 @@ struct StoreRepair {
     let layout: StoreLayout
     let catalog: Catalog
     let records: Records
+    /// An older catalog stands in for the store's own (damaged or removed): the repairs that
+    /// judge leftovers by the catalog (staging trees, unrecorded folders) wait for the real one.
+    var catalogIsStandIn = false
 
     func run() throws -> [RepairAction] {
         var actions: [RepairAction] = []
@@ -115,6 +118,7 @@ struct StoreRepair {
         }
 
         // Staging trees: an install that died between verifying and committing.
+        if catalogIsStandIn { return actions }
         for name in try FileIO.listDirectory(layout.stagingRoot) {
             let path = layout.stagingRoot + "/" + name
             let owner = StoreLayout.modelId(fromLeftover: name)

@@ -75,6 +75,24 @@ public final class FileDescriptor {
         return Int64(st.st_size)
     }
 
+    /// Throws unless what is open is a regular file (a FIFO, a device, a socket or a folder
+    /// someone put where a file was expected), naming what it is and what to do.
+    public func requireRegularFile() throws(SystemError) {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
+        let kind: String
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: return
+        case S_IFDIR: kind = "a folder"
+        case S_IFIFO: kind = "a FIFO (named pipe)"
+        case S_IFCHR, S_IFBLK: kind = "a device"
+        case S_IFSOCK: kind = "a socket"
+        default: kind = "not a regular file"
+        }
+        throw SystemError(message: "\(path) is \(kind), not a regular file; it is not read (name a regular file)",
+                          errno: (st.st_mode & S_IFMT) == S_IFDIR ? EISDIR : EINVAL)
+    }
+
     /// How many names the file has (more than one: hard-linked, its bytes shared).
     public func linkCount() -> Int {
         var st = stat()

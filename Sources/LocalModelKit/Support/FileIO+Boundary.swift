@@ -28,6 +28,16 @@ extension FileIO {
         return FileDescriptor(adopting: fd, path: path)
     }
 
+    /// `writeFileAtomically` for a file below `root`: the folders down to it are opened
+    /// without following links, then the same exclusive temporary file and `renameat`.
+    public static func writeFileAtomically(_ bytes: [UInt8], toPath path: String, below root: String,
+                                           mode: mode_t = 0o644) throws(SystemError) {
+        let (parent, leaf) = split(path)
+        let dir = try openDirectory(parent, below: root, create: false)
+        defer { close(dir) }
+        try writeAtomically(bytes, in: dir, leaf: leaf, path: path, mode: mode, replacing: true)
+    }
+
     /// `rename` of two paths below `root`, neither of whose folders is reached through a
     /// link (a link at either end is itself renamed or replaced, never followed).
     public static func rename(_ from: String, to: String, below root: String) throws(SystemError) {

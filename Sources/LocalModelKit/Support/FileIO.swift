@@ -39,20 +39,19 @@ public enum FileIO {
         }
     }
 
-    /// Reads a whole file, refusing more than `limit` bytes.
+    /// Reads a whole file someone named (a flag, the environment, a folder of keys),
+    /// refusing more than `limit` bytes. The open never waits: it is non-blocking, and what
+    /// it opened must be a regular file (`fstat` after the open, so nothing can be swapped
+    /// in between); a FIFO, a device or a socket is refused with `ENOTSUP`-style errors
+    /// instead of being waited on. `/proc` and `/sys` files are regular files and read as usual.
     public static func readFile(atPath path: String, limit: Int) throws(SystemError) -> [UInt8] {
-        let fd = retrying { open(path, O_RDONLY | O_CLOEXEC) }
-        guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
-        if (st.st_mode & S_IFMT) == S_IFDIR { throw SystemError(errno: EISDIR, "read \(path)") }
+        let file = try openForReading(path)
         var out: [UInt8] = []
-        out.reserveCapacity(min(Int(max(st.st_size, 0)), limit) + 1)
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        out.reserveCapacity(min(Int(clamping: max(try file.size(), 0)), limit) + 1)
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+        defer { chunk.deallocate() }
         while true {
-            let n = chunk.withUnsafeMutableBytes { buf in retrying { read(fd, buf.baseAddress, buf.count) } }
-            if n < 0 { throw SystemError(errno: errno, "read \(path)") }
+            let n = try file.read(into: chunk)
             if n == 0 { break }
             out.append(contentsOf: chunk[0..<n])
             if out.count > limit {
@@ -62,34 +61,74 @@ public enum FileIO {
         return out
     }
 
+    /// Opens a path someone named for reading without ever waiting on it: `O_NONBLOCK`
+    /// (a FIFO with no writer would block a plain open forever), then `fstat` of what was
+    /// opened, which must be a regular file. Links in the path are followed: the caller
+    /// named it. (Paths inside the store go through `openFile(_:below:)` instead.)
+    public static func openForReading(_ path: String) throws(SystemError) -> FileDescriptor {
+        let fd = retrying { open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }
+        guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
+        let file = FileDescriptor(adopting: fd, path: path)
+        try file.requireRegularFile()
+        return file
+    }
+
     /// Writes `bytes` to `path` through a temporary file, fsync and rename, so a reader
-    /// sees the old file or the new one, never a torn one.
-    public static func writeFileAtomically(_ bytes: [UInt8], toPath path: String, mode: mode_t = 0o644) throws(SystemError) {
-        let tmp = path + ".tmp-\(getpid())"
-        let fd = retrying { open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode) }
-        guard fd >= 0 else { throw SystemError(errno: errno, "create \(tmp)") }
-        var ok = false
-        defer {
-            if !ok { unlink(tmp) }
-        }
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { buf in retrying { write(fd, buf.baseAddress! + offset, buf.count - offset) } }
-            if n < 0 {
-                let e = errno
-                close(fd)
-                throw SystemError(errno: e, "write \(tmp)")
+    /// sees the old file or the new one, never a torn one. The temporary file has a random
+    /// name and is created exclusively beside `path` (`O_CREAT | O_EXCL | O_NOFOLLOW`,
+    /// `mode` set at creation, relative to the open folder), so nothing planted at a
+    /// predictable name can receive the bytes; `rename` replaces whatever is at `path`
+    /// (a link there is replaced, never followed). With `replacing` false, an existing
+    /// `path` (even a dangling link) is never replaced: the error is `EEXIST`.
+    /// The folder holding `path` is the caller's to trust; inside the store use
+    /// `writeFileAtomically(_:toPath:below:)`.
+    public static func writeFileAtomically(_ bytes: [UInt8], toPath path: String, mode: mode_t = 0o644,
+                                           replacing: Bool = true) throws(SystemError) {
+        let (parent, leaf) = split(path)
+        let folder = parent.isEmpty ? "." : parent
+        let dir = retrying { open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard dir >= 0 else { throw SystemError(errno: errno, "open folder \(folder)") }
+        defer { close(dir) }
+        try writeAtomically(bytes, in: dir, leaf: leaf, path: path, mode: mode, replacing: replacing)
+    }
+
+    /// The atomic write into an open folder: exclusive random temporary name, write, fsync,
+    /// `renameat` (or `linkat` when not `replacing`), fsync of the folder.
+    static func writeAtomically(_ bytes: [UInt8], in dir: Int32, leaf: String, path: String, mode: mode_t,
+                                replacing: Bool) throws(SystemError) {
+        let (file, temporary) = try createTemporary(in: dir, near: leaf, path: path, mode: mode)
+        var done = false
+        defer { if !done { _ = unlinkat(dir, temporary, 0) } }
+        let written = bytes.withUnsafeBytes { file.write($0) }
+        if let failure = written.error { throw failure }
+        try file.sync()
+        file.close()
+        if replacing {
+            guard renameat(dir, temporary, dir, leaf) == 0 else { throw SystemError(errno: errno, "rename over \(path)") }
+            done = true
+        } else {
+            guard linkat(dir, temporary, dir, leaf, 0) == 0 else {
+                throw SystemError(errno: errno, errno == EEXIST ? "create \(path) (something is already there; it is never replaced)" : "create \(path)")
             }
-            offset += n
         }
-        if fsync(fd) != 0 {
-            let e = errno
-            close(fd)
-            throw SystemError(errno: e, "fsync \(tmp)")
+        _ = fsync(dir)
+    }
+
+    /// A new, empty file in the open folder `dir` under a random name beginning with
+    /// `.leaf.tmp-`: `O_CREAT | O_EXCL | O_NOFOLLOW`, so a name someone planted is never
+    /// opened (another random name is tried instead).
+    static func createTemporary(in dir: Int32, near leaf: String, path: String,
+                                mode: mode_t) throws(SystemError) -> (FileDescriptor, name: String) {
+        var attempts = 0
+        while true {
+            let name = ".\(leaf.prefix(200)).tmp-\(String(UInt64.random(in: 0 ... .max), radix: 36))"
+            let fd = retrying { openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode) }
+            if fd >= 0 { return (FileDescriptor(adopting: fd, path: name), name) }
+            attempts += 1
+            guard errno == EEXIST, attempts < 16 else {
+                throw SystemError(errno: errno, "create a temporary file beside \(path)")
+            }
         }
-        close(fd)
-        try rename(tmp, to: path)
-        ok = true
     }
 
     /// Writes all of `bytes` to an open descriptor (stdout, stderr), retrying short writes

@@ -89,6 +89,7 @@ extension LocalModelEngine {
         onEvent(.phase(.resolve))
         let records: Records
         records = try open().records
+        try requireStoreCatalog()
         return try withModelLock(modelId) { () throws(DownloadError) in
             try DownloadRun(engine: self, model: model, records: records, options: options, cancellation: cancellation, onEvent: onEvent).execute()
         }

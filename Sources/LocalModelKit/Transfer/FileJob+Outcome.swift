@@ -5,6 +5,8 @@ import FoundationEssentials
 /// or failed for good.
 extension FileJob {
     func complete(_ result: CurlResult) {
+        // Who answered: after redirects (a CDN), not the URL the catalog gave.
+        let answeredBy = easy?.effectiveURL ?? request.url
         easy = nil
         let url = request.url
         // Progress means real bytes: a trickle of a few bytes per attempt, or an attempt that
@@ -66,7 +68,7 @@ extension FileJob {
             case 408, 425, 429, 500, 502, 503, 504:
                 scheduleRetry(cause: "HTTP \(status)", retryAfter: retryAfter)
             default:
-                finish(.failed(.httpStatus(status, url: url)))
+                finish(.failed(.httpStatus(status, url: answeredBy, requested: url)))
             }
         case .rangeError:
             restartFromZero("the server did not honour the range request")

@@ -67,10 +67,52 @@ public struct TransferPolicy: Sendable, Equatable {
 /// A failure of the transfer layer itself (not of a server or a file).
 public enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
     case setup(String)
+    /// The CA file (`EXTENTOS_CA_FILE`, `CURL_CA_BUNDLE`, `SSL_CERT_FILE`) cannot be read
+    /// as a regular file.
+    case caFile(SystemError)
 
     public var description: String {
         switch self {
         case .setup(let message): return "network layer: \(message)"
+        case .caFile(let error):
+            return "the CA file cannot be used: \(error.message). Point EXTENTOS_CA_FILE (or CURL_CA_BUNDLE / SSL_CERT_FILE) at a PEM bundle, or unset it"
         }
+    }
+}
+
+/// The proxy libcurl will use, by its own environment rules: `http_proxy` (lowercase only)
+/// for http, `https_proxy` then `HTTPS_PROXY` for https, else `all_proxy` / `ALL_PROXY`;
+/// `no_proxy` / `NO_PROXY` lists hosts that bypass it. Uppercase `HTTP_PROXY` alone is
+/// ignored (a CGI server sets it from a request header). For doctor: never a password.
+public struct ProxyEnvironment: Sendable, Equatable {
+    /// The proxy for https URLs, with any password replaced by `***`.
+    public var https: String?
+    /// The proxy for plain http URLs (loopback mirrors), the same way.
+    public var http: String?
+    /// Hosts that bypass the proxy.
+    public var noProxy: String?
+    /// Set but ignored by libcurl: `HTTP_PROXY` without `http_proxy`.
+    public var ignoredUppercaseHTTP: Bool
+
+    public init(environment: [String: String]) {
+        func first(_ names: [String]) -> String? {
+            names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
+        }
+        let all = first(["all_proxy", "ALL_PROXY"])
+        https = (first(["https_proxy", "HTTPS_PROXY"]) ?? all).map(Self.redacted)
+        http = (first(["http_proxy"]) ?? all).map(Self.redacted)
+        noProxy = first(["no_proxy", "NO_PROXY"])
+        ignoredUppercaseHTTP = first(["HTTP_PROXY"]) != nil && first(["http_proxy"]) == nil
+    }
+
+    /// `scheme://user:secret@host:port` → `scheme://user:***@host:port`.
+    static func redacted(_ proxy: String) -> String {
+        var afterScheme = proxy.startIndex
+        if let rest = proxy.afterFirst("://") { afterScheme = proxy.index(proxy.endIndex, offsetBy: -rest.count) }
+        let authorityEnd = proxy[afterScheme...].firstIndex(of: "/") ?? proxy.endIndex
+        guard let at = proxy[afterScheme..<authorityEnd].lastIndex(of: "@") else { return proxy }
+        let user = proxy[afterScheme..<at]
+        guard let colon = user.firstIndex(of: ":") else { return proxy }
+        return String(proxy[..<proxy.index(after: colon)]) + "***" + String(proxy[at...])
     }
 }

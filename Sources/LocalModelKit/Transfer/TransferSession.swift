@@ -51,6 +51,11 @@ final class TransferSession {
 
     /// Runs every request to an outcome (in request order).
     func run(_ requests: [FileRequest]) throws(TransferFault) -> [FileOutcome] {
+        // libcurl opens the CA file with a blocking read: a FIFO or a device named there
+        // would hang every transfer. Checked here, without waiting, before any use.
+        if let caFile = policy.caFile {
+            do { _ = try FileIO.openForReading(caFile) } catch { throw .caFile(error) }
+        }
         let multi = try CurlMulti()
         cancellation.attach(multi.waker)
         defer {

@@ -45,7 +45,8 @@ public enum FileOutcome: Sendable, Equatable {
 /// Why a file failed, before the downloader names the model.
 public enum FileFailure: Sendable, Equatable {
     /// A final HTTP answer (404, 403, 410, …): never retried.
-    case httpStatus(Int, url: String)
+    /// A final HTTP answer from `url` (after redirects; `requested` is the URL asked for).
+    case httpStatus(Int, url: String, requested: String)
     /// The bytes' SHA-256 differs from the catalog's (the partial was discarded).
     case hashMismatch(expected: String, actual: String)
     /// The server sent more than the declared size (the partial was discarded).
@@ -107,7 +108,8 @@ extension LocalModelError {
     /// the model kept on disk and the bytes still to download.
     init(_ failure: FileFailure, modelId id: String, request: FileRequest, onDisk: () -> (kept: Int64, missing: Int64)) {
         switch failure {
-        case let .httpStatus(status, url): self = .httpStatus(modelId: id, file: request.name, url: url, status: status)
+        case let .httpStatus(status, url, requested):
+            self = .httpStatus(modelId: id, file: request.name, url: url, status: status, redirectedFrom: url == requested ? nil : requested)
         case let .hashMismatch(expected, actual): self = .integrityMismatch(modelId: id, file: request.name, expected: expected, actual: actual)
         case .tooLong(let declared): self = .sizeMismatch(modelId: id, file: request.name, url: request.url, declared: declared, served: nil)
         case let .sizeMismatch(declared, served): self = .sizeMismatch(modelId: id, file: request.name, url: request.url, declared: declared, served: served)
