@@ -201,7 +201,7 @@ public final class FileLock {
         var removedLink = false
         while true {
             do {
-                return try FileDescriptor.open(path, flags: O_RDWR | O_CREAT)
+                return try FileIO.createOrOpenLockFile(path)
             } catch {
                 if error.errno == ELOOP, !removedLink, let st = try FileIO.status(path), (st.st_mode & S_IFMT) == S_IFLNK {
                     try FileIO.removeTree(path)

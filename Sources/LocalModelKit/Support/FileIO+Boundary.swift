@@ -38,6 +38,13 @@ extension FileIO {
         try writeAtomically(bytes, in: dir, leaf: leaf, path: path, mode: mode, replacing: true)
     }
 
+    /// Opens a lock file, creating it (mode 0644) when absent; a link at `path` is never
+    /// followed (`ELOOP`: the caller removes it and retries). Lock files hold no bytes, so
+    /// sharing one with another process is their purpose; only `flock` is used on it.
+    public static func createOrOpenLockFile(_ path: String) throws(SystemError) -> FileDescriptor {
+        try FileDescriptor.open(path, flags: O_RDWR | O_CREAT | O_NONBLOCK)
+    }
+
     /// `rename` of two paths below `root`, neither of whose folders is reached through a
     /// link (a link at either end is itself renamed or replaced, never followed).
     public static func rename(_ from: String, to: String, below root: String) throws(SystemError) {
