@@ -1,9 +1,10 @@
 import Foundation
+import GlassesTestSupport
 import Testing
 
 /// `catalog validate` (every problem with its JSON path, rollback against a store) and
 /// `catalog hash` (checked against the system's `sha256sum`).
-@Suite("glasses-local: catalog validate and catalog hash")
+@Suite("glasses-local: catalog validate and catalog hash", .ownThreads)
 struct CatalogCommandTests {
     // MARK: validate
 

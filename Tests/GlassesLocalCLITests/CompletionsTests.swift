@@ -1,9 +1,10 @@
 import Foundation
+import GlassesTestSupport
 import Testing
 
 /// `glasses-local completions bash|zsh|fish`, tried in the real shells (Scripts/bootstrap
 /// installs them): what a person gets when pressing Tab.
-@Suite("Shell completions")
+@Suite("Shell completions", .ownThreads)
 struct CompletionsTests {
     /// The script for `shell`, written to a file.
     static func script(_ shell: String, in w: World) throws -> String {
@@ -84,7 +85,7 @@ struct CompletionsTests {
 
 /// Start-up like a C tool: libcurl and libarchive (and their dozens of dependencies) are
 /// opened only by the commands that transfer or unpack; `list` never loads them.
-@Suite("Libraries load on first use")
+@Suite("Libraries load on first use", .ownThreads)
 struct LazyLibraryTests {
     /// The shared objects a run opened, seen by strace.
     static func librariesOpened(_ w: World, _ arguments: [String]) throws -> [String] {

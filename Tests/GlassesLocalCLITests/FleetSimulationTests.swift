@@ -4,7 +4,7 @@ import Testing
 
 /// Scripts/simulate-fleet's model of the origin's load, against the closed form for a
 /// uniform spread, and its determinism.
-@Suite("Fleet simulation")
+@Suite("Fleet simulation", .ownThreads)
 struct FleetSimulationTests {
     static func run(_ arguments: [String]) throws -> CLIResult {
         let binary = try #require(BuiltProduct.path("simulate-fleet"), "simulate-fleet was not built")

@@ -1,4 +1,5 @@
 import Foundation
+import GlassesTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -9,7 +10,7 @@ import Glibc
 /// streams multiplexed on one connection (libcurl with nghttp2; CURLMOPT_PIPELINING).
 /// nginx on 127.0.0.1 with `listen … ssl http2` and a certificate made by openssl,
 /// trusted through EXTENTOS_CA_FILE.
-@Suite("HTTP/2 where the server offers it")
+@Suite("HTTP/2 where the server offers it", .ownThreads)
 struct Http2Tests {
     @Test("24 small files over https from nginx with http2: every request HTTP/2.0, all on one connection")
     func multiplexed() throws {
@@ -44,7 +45,7 @@ struct Http2Tests {
         nginx.standardInput = FileHandle.nullDevice
         nginx.standardOutput = FileHandle.nullDevice
         nginx.standardError = FileHandle.nullDevice
-        try nginx.run()
+        try SpawnGate.spawn { try nginx.run() }
         defer {
             if nginx.isRunning { kill(nginx.processIdentifier, SIGKILL) }
             nginx.waitUntilExit()

@@ -1,11 +1,12 @@
 import Foundation
+import GlassesTestSupport
 import Testing
 
 /// `EXTENTOS_MEMORY_MB` / `EXTENTOS_MEMORY_AVAILABLE_MB` set to a value the tool cannot use:
 /// the built `glasses-local` must say so — once on stderr, in `auto --explain`, in
 /// `auto --json` and in `doctor` — and use the device's own reading instead. Before the
 /// accepted range was explicit, `0` and petabyte values were dropped without a word.
-@Suite("glasses-local: ignored memory overrides are reported")
+@Suite("glasses-local: ignored memory overrides are reported", .ownThreads)
 struct MemoryOverrideTests {
     struct BadValue: CustomTestStringConvertible, Sendable {
         var variable: String

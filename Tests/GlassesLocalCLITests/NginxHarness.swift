@@ -1,4 +1,5 @@
 import Foundation
+import GlassesTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -86,7 +87,7 @@ final class NginxServer {
             p.standardInput = FileHandle.nullDevice
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle(forWritingAtPath: "/dev/null")
-            try p.run()
+            try SpawnGate.spawn { try p.run() }
             let deadline = Date().addingTimeInterval(10)
             while p.isRunning && Date() < deadline && !Self.accepts(port: port) {
                 Thread.sleep(forTimeInterval: 0.02)

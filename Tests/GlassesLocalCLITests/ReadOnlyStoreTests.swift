@@ -1,4 +1,5 @@
 import Foundation
+import GlassesTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -9,7 +10,7 @@ import Glibc
 /// commands read them. Run as the unprivileged user `nobody` (uid 65534, through
 /// util-linux's `setpriv`), every read command works, `verify` included, and nothing in
 /// the store changes; a write says clearly that the store is read-only for this user.
-@Suite("A store the user can read but not write")
+@Suite("A store the user can read but not write", .ownThreads)
 struct ReadOnlyStoreTests {
     static let id = "ro"
 

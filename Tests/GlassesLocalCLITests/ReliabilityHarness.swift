@@ -1,4 +1,5 @@
 import Foundation
+import GlassesTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -37,7 +38,7 @@ final class CLIProcess {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = out
         process.standardError = err
-        try process.run()
+        try SpawnGate.spawn { try process.run() }
     }
 
     /// A process still running when its test ends (a failed test) is killed.

@@ -7,7 +7,7 @@ import Testing
 /// KokoroVoiceModel and ExtentosLocalVoice member the reference documents, and a switch
 /// over CloudFallbackReason's four upstream cases with a default). The build compiling it
 /// is half the test; here it runs against a temporary store and a real nginx.
-@Suite("An app written against the upstream SDK")
+@Suite("An app written against the upstream SDK", .ownThreads)
 struct UpstreamAppTests {
     @Test("compiles unchanged and runs: the ladder without the voice, autoChoice before and after a download, unknownModel, the voice's download, folder and delete")
     func upstreamApp() throws {

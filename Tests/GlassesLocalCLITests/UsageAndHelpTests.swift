@@ -1,9 +1,10 @@
 import Foundation
+import GlassesTestSupport
 import Testing
 
 /// Usage errors (exit 2, `Error:` / `Usage:` / `See '… --help'.` on stderr) and help
 /// (stdout, exit 0) in swift-argument-parser's layout.
-@Suite("glasses-local: usage errors and help")
+@Suite("glasses-local: usage errors and help", .ownThreads)
 struct UsageAndHelpTests {
     struct UsageCase: Sendable, CustomTestStringConvertible {
         var arguments: [String]

@@ -1,13 +1,14 @@
 import Foundation
 import GlassesCore
 import GlassesLocalVoice
+import GlassesTestSupport
 import Testing
 @testable import GlassesLocal
 @testable import LocalModelKit
 
 /// The public facades over a real store in a temporary folder. Serialized: the facades
 /// are process-wide by design (one shared engine), so these tests take turns.
-@Suite(.serialized)
+@Suite(.serialized, .ownThreads)
 struct FacadeTests {
     let store: String
 

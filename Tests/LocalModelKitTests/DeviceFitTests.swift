@@ -1,10 +1,11 @@
 // Storage fit (what a download still needs against what the real filesystem has) and
 // the memory readings of SystemDeviceProbe, with fixture /proc and /sys folders.
 import Foundation
+import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
-@Suite("DeviceFit")
+@Suite("DeviceFit", .ownThreads)
 struct DeviceFitTests {
     typealias S = StoreTestSupport
 

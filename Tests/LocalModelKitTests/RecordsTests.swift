@@ -2,10 +2,11 @@
 // migrations, WAL, damaged and foreign files, transactions, the append-only history,
 // reservations, and several real processes writing at once.
 import Foundation
+import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
-@Suite("Records")
+@Suite("Records", .ownThreads)
 struct RecordsTests {
     typealias S = StoreTestSupport
 
@@ -240,7 +241,7 @@ struct RecordsTests {
             let shell = Process()
             shell.executableURL = URL(fileURLWithPath: "/bin/sh")
             shell.arguments = ["-c", RecordsRecovery.moveAsideCommand(recordsPath: path)]
-            try shell.run()
+            try SpawnGate.spawn { try shell.run() }
             shell.waitUntilExit()
             #expect(shell.terminationStatus == 0)
             for suffix in ["", "-wal", "-shm"] {
@@ -561,7 +562,7 @@ struct RecordsTests {
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        try process.run()
+        try SpawnGate.spawn { try process.run() }
         return (process, out, err)
     }
 

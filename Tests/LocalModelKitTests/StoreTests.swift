@@ -2,6 +2,7 @@
 // the per-model flock, start-up repair of leftovers in both directions, and the
 // refusal of an older catalog.
 import Foundation
+import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
@@ -71,7 +72,7 @@ struct StoreTests {
         return !((try? probe.tryLock(exclusive: false)) ?? false)
     }
 
-    @Test("a second lock on the same file fails while the first is held, and succeeds after unlock")
+    @Test("a second lock on the same file fails while the first is held, and succeeds after unlock", .noSpawnsMeanwhile)
     func fileLockExcludesInProcess() throws {
         try S.withTempDir { (dir: String) throws(any Error) in
             let path = dir + "/m.lock"
@@ -128,7 +129,7 @@ struct StoreTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "exec 9>>\"$1\" && \"$2\" -n 9 && exec sleep 30", "sh", path, flock]
-        try process.run()
+        try SpawnGate.spawn { try process.run() }
         return process
     }
 
@@ -268,7 +269,7 @@ struct StoreTests {
         }
     }
 
-    @Test("the old install an update in another process moved aside is not touched while that process holds the lock")
+    @Test("the old install an update in another process moved aside is not touched while that process holds the lock", .noSpawnsMeanwhile)
     func updateInProgressIsNotTouched() throws {
         try S.withTempDir { dir in
             let (layout, records) = try Self.store(dir)
@@ -416,7 +417,7 @@ struct StoreTests {
         }
     }
 
-    @Test("(f) a reservation whose download is gone is released; one whose lock is held is kept")
+    @Test("(f) a reservation whose download is gone is released; one whose lock is held is kept", .noSpawnsMeanwhile)
     func repairStaleReservation() throws {
         try S.withTempDir { dir in
             let (layout, records) = try Self.store(dir)
@@ -492,7 +493,7 @@ struct StoreTests {
         #expect(try records.read { try $0.reservations() }.isEmpty)
     }
 
-    @Test("(g) nothing is repaired while another holder has the model's lock; it is once the lock is free")
+    @Test("(g) nothing is repaired while another holder has the model's lock; it is once the lock is free", .noSpawnsMeanwhile)
     func noRepairUnderForeignLock() throws {
         try S.withTempDir { dir in
             let (layout, records) = try Self.store(dir)

@@ -6,6 +6,7 @@
 // and how many bytes went over the wire, so resume is checked at byte level.
 import Foundation
 import Synchronization
+import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
@@ -193,7 +194,7 @@ func transferEventually(_ seconds: Double, _ condition: () throws -> Bool) async
 
 // MARK: - Tests
 
-@Suite("Transfer faults (fault-injecting HTTP server)")
+@Suite("Transfer faults (fault-injecting HTTP server)", .ownThreads)
 struct TransferFaultTests {
     static let size = 50_000
 

@@ -73,7 +73,7 @@ public enum ChildProcess {
         process.standardInput = FileHandle.nullDevice
         process.standardOutput = outHandle
         process.standardError = errHandle
-        try process.run()
+        try SpawnGate.spawn { try process.run() }
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline {
             Thread.sleep(forTimeInterval: 0.01)

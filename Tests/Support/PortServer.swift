@@ -20,7 +20,8 @@ public final class PortServer: Sendable {
 
     /// Runs `python3 script arguments…` and waits for its "PORT <n>" line.
     public init(python script: String, _ arguments: [String] = []) throws {
-        process = Process()
+        let process = Process()
+        self.process = process
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script] + arguments
         stdinPipe = Pipe()
@@ -28,7 +29,7 @@ public final class PortServer: Sendable {
         process.standardInput = stdinPipe
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try SpawnGate.spawn { try process.run() }
         // The first stdout line is "PORT <n>" (EOF first: the script failed to start).
         var line: [UInt8] = []
         let fd = out.fileHandleForReading.fileDescriptor
