@@ -94,6 +94,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     case system(SystemError, modelId: String?)
     /// The network layer itself could not run (libcurl could not start a transfer).
     case transfer(TransferFault, modelId: String)
+    /// `mirror DIR` would have written into the store, or through a link under `DIR`.
+    case mirrorRefused(MirrorRefusal)
 
     public var code: ErrorCode {
         switch self {
@@ -128,6 +130,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             }
         case .system(let error, _): return error.isOutOfSpace ? .diskFull : .io
         case .transfer: return .io
+        case .mirrorRefused: return .refused
         }
     }
 
@@ -148,6 +151,11 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             return id
         case .system(_, let id): return id
         case .transfer(_, let id): return id
+        case .mirrorRefused(let refusal):
+            switch refusal {
+            case .insideStore: return nil
+            case let .reachesStore(id, _, _, _), let .link(id, _, _): return id
+            }
         }
     }
 
@@ -237,6 +245,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             let prefix = id.isEmpty ? "" : "\(id): "
             if case .caFile = fault { return prefix + fault.description + "." }
             return prefix + "\(fault.description). Check that libcurl is installed and working ('glasses-local doctor')."
+        case .mirrorRefused(let refusal):
+            return refusal.description
         }
     }
 

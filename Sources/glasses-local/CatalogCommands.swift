@@ -129,7 +129,9 @@ enum CatalogCommands {
             throw .usage("--id and --base-url go together", of: inv.command)
         }
         if let problem = CatalogRules.idProblem(id) { throw .usage("--id: \(problem)", of: inv.command) }
-        if let problem = CatalogRules.urlProblem(base) { throw .usage("--base-url: \(problem)", of: inv.command) }
+        if let problem = CatalogRules.urlProblem(base) ?? CatalogRules.sourceURLPathProblem(base) {
+            throw .usage("--base-url: \(problem)", of: inv.command)
+        }
         guard base.hasSuffix("/") else { throw .usage("--base-url must end with '/'", of: inv.command) }
         let kind = inv.value("--kind") ?? "llm"
         guard ModelKind(rawValue: kind) != nil else { throw .usage("--kind must be llm or voice", of: inv.command) }

@@ -5,8 +5,8 @@ import LocalModelKit
 enum MirrorCommand {
     static let command = Command(
         spec: CommandSpec(name: "mirror", abstract: "Write installed models into a folder laid out as a mirror for --mirror.",
-                          discussion: "Each model's files go under the URL path of its per-file source (hard links where the filesystem allows, else copies). Serve the folder with any static web server and point devices at it with --mirror http://host:port: they fetch nothing from the origin.",
-                          arguments: [("<dir>", "The folder to write into."), ("[<id>...]", "Models to mirror (default: every installed one).")],
+                          discussion: "Each model's files go under the URL path of its per-file source (hard links where the filesystem allows, else copies, each replacing the old file atomically; a file already in place is left alone). The store is only read: a folder inside the store is refused, and links under the folder are never followed. Serve the folder with any static web server and point devices at it with --mirror http://host:port: they fetch nothing from the origin.",
+                          arguments: [("<dir>", "The folder to write into (outside the store)."), ("[<id>...]", "Models to mirror (default: every installed one).")],
                           positional: 1...64, usage: "glasses-local mirror <dir> [<id>...]"),
         run: run)
 
@@ -17,14 +17,14 @@ enum MirrorCommand {
         if context.console.json {
             context.console.printJSON(["models": .array(reports.map { r in
                 ["modelId": .string(r.modelId), "linked": JSONValue(r.linked), "copied": JSONValue(r.copied),
-                 "folder": JSONValue(r.folder), "skipped": JSONValue(r.skipped)]
+                 "unchanged": JSONValue(r.unchanged), "folder": JSONValue(r.folder), "skipped": JSONValue(r.skipped)]
             })])
         }
         for r in reports {
             if let why = r.skipped {
                 context.console.say("\(r.modelId): skipped (\(why))")
             } else {
-                context.console.say("\(r.modelId): \(r.linked) file(s) linked, \(r.copied) copied into \(r.folder ?? dir)")
+                context.console.say("\(r.modelId): \(r.linked) file(s) linked, \(r.copied) copied, \(r.unchanged) already in place, in \(r.folder ?? dir)")
             }
         }
         if reports.isEmpty { context.console.say("no installed models to mirror") }

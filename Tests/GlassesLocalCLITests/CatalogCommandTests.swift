@@ -357,4 +357,52 @@ struct CatalogCommandTests {
         #expect(file.status == 1, "\(file)")
         #expect(file.stderr.contains(plain), "\(file)")
     }
+
+    // MARK: Catalog URLs whose path can climb out
+
+    /// Source URL paths that climb out of, or stay in, their folder by a dot segment or an
+    /// encoded separator, however spelled.
+    static let traversalPaths = [
+        "/a/../b/", "/a/./b/", "/%2e%2e/b/", "/%2E%2E/b/", "/.%2e/b/", "/%2e./b/", "/%2e/b/",
+        "/a%2F..%2Fb/", "/a%2fb/", "/a%5Cb/", "/a%5c..%5cb/", "/a%00b/", "/%252e%252e/b/", "/a\\\\..\\\\b/",
+    ]
+
+    @Test("a files source whose baseURL path has '..', '.', an encoded separator or a NUL: catalog validate exits 6 with the JSON path; loading it with --catalog is refused too",
+          arguments: traversalPaths)
+    func traversalBaseURLIsRefused(_ path: String) throws {
+        let sb = try Sandbox(); defer { sb.remove() }
+        let file = try sb.write("traversal.json", Fixtures.catalog(baseURL: "https://models.example.com" + path))
+        let r = try sb.run(["catalog", "validate", file, "--json"])
+        #expect(r.status == 6, "\(r)")
+        let issues = (try r.jsonObject()["issues"] as? [[String: Any]]) ?? []
+        #expect(issues.count == 1 && issues.first?["path"] as? String == "models[0].sources[0].baseURL", "\(r)")
+        let message = issues.first?["message"] as? String ?? ""
+        #expect(message.contains("URL path"), "\(r)")
+        let list = try sb.run(["--catalog", file, "--store", sb.root + "/store", "list"])
+        #expect(list.status == 6 && list.stderr.contains("models[0].sources[0].baseURL: "), "\(list)")
+    }
+
+    @Test("an archive source whose url path climbs out is refused the same way", arguments: ["/x/%2e%2e/v.tar.bz2", "/x/../v.tar.bz2", "/x%2Fv.tar.bz2"])
+    func traversalArchiveURLIsRefused(_ path: String) throws {
+        let sb = try Sandbox(); defer { sb.remove() }
+        let text = Fixtures.catalog().replacingOccurrences(
+            of: #"{"type": "files", "baseURL": "https://models.example.com/huge/"}"#,
+            with: #"{"type": "archive", "url": "https://models.example.com\#(path)", "format": "tar.bz2", "size": 10, "sha256": "\#(String(repeating: "a", count: 64))"}"#)
+        let file = try sb.write("traversal.json", text)
+        let r = try sb.run(["catalog", "validate", file])
+        #expect(r.status == 6, "\(r)")
+        #expect(r.stderrLines.contains { $0.trimmingCharacters(in: .whitespaces).hasPrefix("models[0].sources[0].url: ") }, "\(r)")
+        let list = try sb.run(["--catalog", file, "--store", sb.root + "/store", "list"])
+        #expect(list.status == 6 && list.stderr.contains("models[0].sources[0].url: "), "\(list)")
+    }
+
+    @Test("catalog hash --base-url whose path climbs out is a usage error (it would print a catalog that no load accepts)")
+    func hashTraversalBaseURL() throws {
+        let sb = try Sandbox(); defer { sb.remove() }
+        let (dir, _) = try Self.makeModelFolder(in: sb)
+        let r = try sb.run(["catalog", "hash", dir, "--id", "x", "--base-url", "https://models.example.com/a/%2e%2e/"])
+        #expect(r.status == 2 && r.stdout.isEmpty, "\(r)")
+        #expect(r.stderr.contains("--base-url: the URL path") && r.stderr.contains("'..' segment"), "\(r)")
+    }
+
 }

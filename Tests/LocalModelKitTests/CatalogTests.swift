@@ -741,6 +741,49 @@ struct CatalogTests {
         #expect(catalog.models[0].sources == [.files(baseURL: url)])
     }
 
+    // MARK: - Rejections: source URL paths that climb out
+
+    /// `..`, `.`, an encoded separator, an encoded NUL or double encoding in the path of a
+    /// source URL: a mirror writes files under that path, so it must not climb out.
+    static let urlPathRejections: [Rejection] = [
+        ("'..'", "https://example.com/a/../tiny/", "'..' segment"),
+        ("'.'", "https://example.com/a/./tiny/", "'.' segment"),
+        ("%2e%2e", "https://example.com/%2e%2e/tiny/", "'..' segment"),
+        ("%2E%2E", "https://example.com/a/%2E%2E/tiny/", "'..' segment"),
+        (".%2e", "https://example.com/.%2e/tiny/", "'..' segment"),
+        ("%2e.", "https://example.com/%2e./tiny/", "'..' segment"),
+        ("%2e", "https://example.com/%2e/tiny/", "'.' segment"),
+        ("%2F", "https://example.com/a%2F..%2Ftiny/", "encoded '/'"),
+        ("%2f", "https://example.com/a%2ftiny/", "encoded '/'"),
+        ("%5C", "https://example.com/a%5C..%5Ctiny/", "encoded '\\'"),
+        ("%5c", "https://example.com/a%5ctiny/", "encoded '\\'"),
+        ("%00", "https://example.com/a%00/tiny/", "encoded NUL"),
+        ("%252e", "https://example.com/%252e%252e/tiny/", "'%25'"),
+        ("a backslash", "https://example.com/a\\..\\tiny/", "backslash"),
+        ("a '%' without two hex digits", "https://example.com/a%zz/tiny/", "two hex digits"),
+        ("a '%' at the end", "https://example.com/tiny/%", "two hex digits"),
+    ].map { name, url, message in rule("baseURL with \(name)", "models[0].sources[0].baseURL", .string(url), message) }
+    + [
+        rule("archive url with %2e%2e", "models[1].sources[0].url", "https://example.com/x/%2e%2e/voice.tar.bz2", "'..' segment"),
+        rule("archive url with '..'", "models[1].sources[0].url", "https://example.com/x/../voice.tar.bz2", "'..' segment"),
+        rule("archive url with %2F", "models[1].sources[0].url", "https://example.com/x%2Fvoice.tar.bz2", "encoded '/'"),
+    ]
+
+    @Test(arguments: urlPathRejections)
+    func climbingURLPathIsRejected(_ c: Rejection) {
+        Self.expectRejected(c.bytes, at: c.path, saying: c.message, count: c.count)
+    }
+
+    /// Dots inside a name, `...`, encoded ordinary characters, and anything after `?` or `#`
+    /// are not a way out of the folder.
+    @Test(arguments: ["https://example.com/a..b/", "https://example.com/.../", "https://example.com/.hidden/",
+                      "https://example.com/my%20models/", "https://example.com/a%2Eb/", "https://example.com/m/?p=../%2F/",
+                      "https://example.com/m/#../"])
+    func harmlessURLPathIsAccepted(_ url: String) throws {
+        guard let catalog = Self.expectAccepted(Self.bytes(Self.variant([("models[0].sources[0].baseURL", .string(url))]))) else { return }
+        #expect(catalog.models[0].sources == [.files(baseURL: url)])
+    }
+
     @Test func loopbackArchiveURLIsAccepted() throws {
         let url = "http://127.0.0.1:8080/voice.tar.bz2"
         guard let catalog = Self.expectAccepted(Self.bytes(Self.variant([("models[1].sources[0].url", .string(url))]))) else { return }

@@ -190,7 +190,7 @@ private struct Validator {
 
     mutating func url(_ value: JSONValue?, at path: @autoclosure () -> String, directory: Bool) -> String? {
         guard let s = string(value, at: path(), maxLength: 4096) else { return nil }
-        if let problem = CatalogRules.urlProblem(s) {
+        if let problem = CatalogRules.urlProblem(s) ?? CatalogRules.sourceURLPathProblem(s) {
             report(path(), problem)
             return nil
         }

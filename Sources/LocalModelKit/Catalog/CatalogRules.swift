@@ -105,6 +105,84 @@ public enum CatalogRules {
         return hostOf(withoutUser)
     }
 
+    /// Why the path of a catalog source URL could climb out of its folder, or nil. The
+    /// loader applies it to every `baseURL` and archive `url` (on top of `urlProblem`):
+    /// `glasses-local mirror` writes files under these paths, and a server may decode
+    /// them, so no spelling of `.`, `..` or a separator may hide in one. Only the part
+    /// before `?` or `#` is a path. Refused there: a backslash, `%25` (double encoding:
+    /// `%252e` decodes to `%2e`), `%00`, `%2F`, `%5C` (either case), a `%` without two hex
+    /// digits, and, after percent-decoding, a segment that is `.` or `..`.
+    /// Redirects and `--mirror` are checked by `urlProblem` alone (a mirror URL is an
+    /// origin, not a folder a model's files are written under).
+    public static func sourceURLPathProblem(_ url: String) -> String? {
+        let b = Array(url.utf8)
+        var start = 0
+        if let colon = b.firstIndex(of: UInt8(ascii: ":")), b.count > colon + 2,
+           b[colon + 1] == UInt8(ascii: "/"), b[colon + 2] == UInt8(ascii: "/") {
+            start = colon + 3
+            while start < b.count, b[start] != UInt8(ascii: "/"), b[start] != UInt8(ascii: "?"), b[start] != UInt8(ascii: "#") {
+                start += 1
+            }
+        }
+        var end = start
+        while end < b.count, b[end] != UInt8(ascii: "?"), b[end] != UInt8(ascii: "#") { end += 1 }
+        func hexValue(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 0x30...0x39: return c - 0x30
+            case 0x41...0x46: return c - 0x41 + 10
+            case 0x61...0x66: return c - 0x61 + 10
+            default: return nil
+            }
+        }
+        let shown = "\"\(url.prefix(120))\""
+        // The decoded bytes of the current segment: only its dots matter.
+        var dots = 0
+        var length = 0
+        func dotSegment() -> String? {
+            guard dots == length, length == 1 || length == 2 else { return nil }
+            return "the URL path of \(shown) has a '\(length == 1 ? "." : "..")' segment (however it is encoded, '%2e' included); a source's URL path must not climb out of its folder or point at it"
+        }
+        var i = start
+        while i < end {
+            let c = b[i]
+            if c == UInt8(ascii: "\\") {
+                return "the URL path of \(shown) contains a backslash; use '/' between folders"
+            }
+            if c == UInt8(ascii: "/") {
+                if let problem = dotSegment() { return problem }
+                dots = 0
+                length = 0
+                i += 1
+                continue
+            }
+            var decoded = c
+            if c == UInt8(ascii: "%") {
+                guard i + 2 < end, let high = hexValue(b[i + 1]), let low = hexValue(b[i + 2]) else {
+                    return "the URL path of \(shown) has a '%' not followed by two hex digits; percent-encode a '%' as '%25'"
+                }
+                decoded = high << 4 | low
+                switch decoded {
+                case 0x25:
+                    return "the URL path of \(shown) contains '%25' (an encoded '%'): double encoding can hide '..' or a separator from this check"
+                case 0x00:
+                    return "the URL path of \(shown) contains '%00' (an encoded NUL)"
+                case UInt8(ascii: "/"):
+                    return "the URL path of \(shown) contains '%2F' (an encoded '/'); use '/' between folders"
+                case UInt8(ascii: "\\"):
+                    return "the URL path of \(shown) contains '%5C' (an encoded '\\'); use '/' between folders"
+                default:
+                    break
+                }
+                i += 3
+            } else {
+                i += 1
+            }
+            if decoded == UInt8(ascii: ".") { dots += 1 }
+            length += 1
+        }
+        return dotSegment()
+    }
+
     /// The lowercased host of an authority (`host[:port]` or `[v6]:port`), or nil.
     static func hostOf(_ authority: ArraySlice<UInt8>) -> String? {
         func lowered(_ bytes: ArraySlice<UInt8>) -> String {

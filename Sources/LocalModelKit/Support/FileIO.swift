@@ -228,29 +228,6 @@ public enum FileIO {
         return try removeTree(path, below: parent.isEmpty ? "." : parent, leaf: leaf)
     }
 
-    /// A hard link of `source` at `destination` (parents created, an existing file
-    /// replaced); a copy when the filesystem cannot link (another filesystem, no links).
-    /// - Returns: true when linked, false when copied.
-    public static func linkOrCopy(_ source: String, to destination: String) throws(SystemError) -> Bool {
-        try createDirectory(split(destination).parent)
-        if let st = try status(destination), (st.st_mode & S_IFMT) != S_IFDIR { try removeTree(destination) }
-        if link(source, destination) == 0 { return true }
-        guard [EXDEV, EPERM, EMLINK, ENOTSUP].contains(errno) else { throw SystemError(errno: errno, "link \(destination)") }
-        let bytes = try FileDescriptor.open(source, flags: O_RDONLY)
-        let out = try FileDescriptor.open(destination + ".tmp-\(processID)", flags: O_WRONLY | O_CREAT | O_TRUNC)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        while true {
-            let n = try bytes.read(into: buffer)
-            if n == 0 { break }
-            if let failure = out.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n])).error { throw failure }
-        }
-        try out.sync()
-        out.close()
-        try rename(destination + ".tmp-\(processID)", to: destination)
-        return false
-    }
-
     /// `rename`, with its error.
     public static func rename(_ from: String, to: String) throws(SystemError) {
         guard posixRename(from, to) == 0 else { throw SystemError(errno: errno, "rename \(from) to \(to)") }

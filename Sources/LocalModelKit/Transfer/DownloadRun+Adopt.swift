@@ -33,8 +33,9 @@ extension DownloadRun {
             var checked = Set<String>()
             guard FileIO.regularFileSize(holder.path, in: holder.folder, checked: &checked) == file.size else { continue }
             do {
-                try layout.createDirectory(FileIO.parent(of: target))
-                _ = try FileIO.linkOrCopy(holder.folder + "/" + holder.path, to: target)
+                // Both ends inside the store, neither reached through a link (P11); the
+                // target's folders are made on the way.
+                _ = try FileIO.linkOrCopy(holder.folder + "/" + holder.path, within: layout.root, to: target, below: layout.root)
             } catch {
                 _ = try? layout.remove(target)
                 continue
