@@ -8,7 +8,16 @@ public enum ExtentosLocalVoice {
     /// Makes the on-device voice known to the SDK. Call it before `Extentos.create(config:)`:
     /// an instance created earlier keeps the cloud voice, and a diagnostic naming that
     /// `create` call is printed and kept in `Extentos.diagnostics`. Free: no I/O.
-    public static func register(fileID: String = #fileID, line: Int = #line) {
+    ///
+    /// Upstream's signature, so `let setUp: () -> Void = ExtentosLocalVoice.register` works;
+    /// ``register(fileID:line:)`` has the diagnostic name the `register` call too.
+    public static func register() {
+        LocalTierRegistry.register(voice: Tier(), site: nil)
+    }
+
+    /// ``register()``, naming its call site for the late-registration diagnostic:
+    /// `ExtentosLocalVoice.register(fileID: #fileID, line: #line)`.
+    public static func register(fileID: String, line: Int) {
         LocalTierRegistry.register(voice: Tier(), site: "\(fileID):\(line)")
     }
 

@@ -25,8 +25,7 @@ func say(_ key: String, _ value: Any?) {
     print("\(key)=\(value.map { "\($0)" } ?? "nil")")
 }
 
-/// The app's own wording for a fallback: the upstream SDK's four reasons, and a default
-/// for any reason a newer SDK adds.
+/// The app's own wording for a fallback: the upstream SDK's four reasons, exhaustively.
 func wording(_ reason: ExtentosLocalTier.CloudFallbackReason?) -> String {
     guard let reason else { return "local" }
     switch reason {
@@ -34,7 +33,6 @@ func wording(_ reason: ExtentosLocalTier.CloudFallbackReason?) -> String {
     case .insufficientMemoryNow: return "insufficientMemoryNow"
     case .weightsNotPresent: return "weightsNotPresent"
     case .noEligibleRungs: return "noEligibleRungs"
-    default: return "other"
     }
 }
 
