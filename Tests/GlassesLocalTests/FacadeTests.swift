@@ -104,10 +104,18 @@ struct FacadeTests {
         #expect(ExtentosLocalVoice.isRegistered)
         #expect(KokoroVoiceModel.totalBytes == 369_304_124)
         #expect(!KokoroVoiceModel.isInstalled())
-        #expect(ExtentosLocalVoice.modelDirectory == nil)
+        // As upstream: the folder before the voice is installed, so an app can seed it;
+        // asking neither creates it nor the store.
+        let folder = FileIO.absolutePath(store) + "/voices/kokoro-en-v0_19"
+        #expect(ExtentosLocalVoice.modelDirectory?.path == folder)
+        #expect(!FileManager.default.fileExists(atPath: store))
         try markInstalled(KokoroVoiceModel.modelId, kind: .voice)
         #expect(KokoroVoiceModel.isInstalled())
-        #expect(ExtentosLocalVoice.modelDirectory?.path == FileIO.absolutePath(store) + "/voices/kokoro-en-v0_19")
+        #expect(ExtentosLocalVoice.modelDirectory?.path == folder)
+        // Deleting it leaves the folder's address as it was.
+        try KokoroVoiceModel.delete()
+        #expect(!KokoroVoiceModel.isInstalled())
+        #expect(ExtentosLocalVoice.modelDirectory?.path == folder)
     }
 
     @Test func deleteAnswersFalseForAnUnknownIdAndForAModelNotInstalled() throws {
