@@ -14,7 +14,8 @@ public protocol ExtentosGlasses: AnyObject, Sendable {
     /// Whether this instance speaks with the on-device voice (`ExtentosLocalVoice`).
     var localVoice: LocalTierStatus { get }
     /// Which local model serves the next request, or why the cloud must. An instance
-    /// created without the local tier answers cloud with `.localTierNotRegistered`.
+    /// created without the local tier answers cloud with `noEligibleRungs` (detail
+    /// `localTierNotRegistered`).
     func autoChoice() -> AutoChoice
 }
 
@@ -75,7 +76,7 @@ public enum Extentos {
         var localVoice: LocalTierStatus { registry.status(of: .voice, in: tiers) }
 
         func autoChoice() -> AutoChoice {
-            guard let tier = tiers.models else { return .cloud(.localTierNotRegistered) }
+            guard let tier = tiers.models else { return .cloud(CloudFallbackDetail.localTierNotRegistered) }
             return tier.autoChoice()
         }
     }

@@ -1,40 +1,113 @@
-/// Why the cloud serves instead of an on-device model.
+/// Why the cloud serves instead of an on-device model: the upstream SDK's four reasons,
+/// exactly. Apps `switch` over it without a `default:`, so no case is ever added; the finer
+/// reasons this package can tell apart are ``CloudFallbackDetail``, carried beside it in
+/// ``AutoChoice/cloudDetail``.
+///
+/// ```swift
+/// switch choice.cloudReason {
+/// case nil: runLocally(choice.modelId)
+/// case .belowQualityFloor, .noEligibleRungs: useCloud()
+/// case .insufficientMemoryNow: useCloud(retryLater: true)
+/// case .weightsNotPresent: offerDownload(choice.downloadTarget)
+/// }
+/// ```
 public enum CloudFallbackReason: String, Sendable, CaseIterable, Equatable {
     /// No auto-eligible model fits the device's memory class.
     case belowQualityFloor
     /// The device's class allows a local model, but the memory available right now does not.
     case insufficientMemoryNow
-    /// The right model (and every smaller usable one) is not downloaded.
+    /// The right model (and every smaller usable one) is not downloaded. When no eligible
+    /// model's download fits the free storage either, ``AutoChoice/cloudDetail`` is
+    /// ``CloudFallbackDetail/insufficientStorage``.
     case weightsNotPresent
-    /// The catalog has no auto-eligible models.
+    /// No auto-eligible model can serve: the catalog has none, or the SDK instance was
+    /// created without the local tier (``CloudFallbackDetail/localTierNotRegistered``).
     case noEligibleRungs
-    /// Nothing usable is installed, and no eligible model's download fits the free storage.
+}
+
+/// The finer reason behind a cloud answer, where this package knows more than
+/// ``CloudFallbackReason``'s four cases say. Each refines exactly one of them (``reason``),
+/// so an app that only knows the upstream reasons reads the same answer.
+public enum CloudFallbackDetail: String, Sendable, CaseIterable, Equatable {
+    /// Nothing usable is installed, and no eligible model's download fits the free storage
+    /// (``AutoChoice/storageShortfall`` says how much is missing). Refines `weightsNotPresent`.
     case insufficientStorage
     /// The SDK instance was created without the local tier: `ExtentosLocalTier.register()`
-    /// did not run before `Extentos.create(config:)`.
+    /// did not run before `Extentos.create(config:)`. Refines `noEligibleRungs`.
     case localTierNotRegistered
+
+    /// The upstream reason this detail refines: what ``AutoChoice/cloudReason`` says with it.
+    public var reason: CloudFallbackReason {
+        switch self {
+        case .insufficientStorage: return .weightsNotPresent
+        case .localTierNotRegistered: return .noEligibleRungs
+        }
+    }
 }
 
 /// Which on-device model serves, or why the cloud must.
 public struct AutoChoice: Sendable, Equatable {
+    /// A download that does not fit the store's free storage: the fit of the model the
+    /// device's memory class calls for, as `ExtentosLocalTier.deviceFit(for:)` would give it.
+    public struct StorageShortfall: Sendable, Equatable {
+        /// The model whose download does not fit (the device's class model).
+        public let modelId: String
+        /// Storage its install still needs, in MB (rounded up).
+        public let requiredMb: Int
+        /// Free storage for the store, in MB (rounded down), less than `requiredMb`.
+        public let availableMb: Int
+
+        public init(modelId: String, requiredMb: Int, availableMb: Int) {
+            self.modelId = modelId
+            self.requiredMb = requiredMb
+            self.availableMb = availableMb
+        }
+    }
+
     /// The local model to run now; nil when the cloud serves.
     public let modelId: String?
     public let isLocal: Bool
+    /// Why the cloud serves (one of the upstream SDK's four reasons); nil when local.
     public let cloudReason: CloudFallbackReason?
     /// The model worth downloading: the device's class model when it is not installed (also
     /// when a smaller one serves now: an upgrade), or a smaller one that fits the storage.
     public let downloadTarget: String?
+    /// The finer reason behind ``cloudReason``, when there is one; nil when local.
+    public let cloudDetail: CloudFallbackDetail?
+    /// Set when the device's class model is not installed and its download does not fit the
+    /// free storage, whatever the answer: with ``CloudFallbackDetail/insufficientStorage``
+    /// when nothing smaller can serve or be fetched, or beside a smaller ``downloadTarget``
+    /// or local model. Nil when the download fits, or nothing needs downloading.
+    public let storageShortfall: StorageShortfall?
 
     public init(modelId: String?, cloudReason: CloudFallbackReason?, downloadTarget: String?) {
+        self.init(modelId: modelId, cloudReason: cloudReason, downloadTarget: downloadTarget, cloudDetail: nil, storageShortfall: nil)
+    }
+
+    /// An answer with its finer detail. A detail goes with the reason it refines (a bug
+    /// otherwise); a local answer carries neither.
+    public init(modelId: String?, cloudReason: CloudFallbackReason?, downloadTarget: String?,
+                cloudDetail: CloudFallbackDetail?, storageShortfall: StorageShortfall?) {
+        precondition(modelId != nil || cloudDetail == nil || cloudDetail?.reason == cloudReason,
+                     "cloud detail \(String(describing: cloudDetail)) does not refine \(String(describing: cloudReason))")
         self.modelId = modelId
         self.isLocal = modelId != nil
         self.cloudReason = modelId == nil ? cloudReason : nil
         self.downloadTarget = downloadTarget
+        self.cloudDetail = modelId == nil ? cloudDetail : nil
+        self.storageShortfall = storageShortfall
     }
 
     /// The cloud serves, for `reason`.
     public static func cloud(_ reason: CloudFallbackReason, downloadTarget: String? = nil) -> AutoChoice {
         AutoChoice(modelId: nil, cloudReason: reason, downloadTarget: downloadTarget)
+    }
+
+    /// The cloud serves, for `detail` (and the upstream reason it refines).
+    public static func cloud(_ detail: CloudFallbackDetail, downloadTarget: String? = nil,
+                             storageShortfall: StorageShortfall? = nil) -> AutoChoice {
+        AutoChoice(modelId: nil, cloudReason: detail.reason, downloadTarget: downloadTarget, cloudDetail: detail,
+                   storageShortfall: storageShortfall)
     }
 }
 
@@ -62,8 +135,9 @@ public enum LocalTierStatus: Sendable, Equatable, CustomStringConvertible {
     public enum Unavailable: Sendable, Equatable {
         /// `register()` has not run in this process.
         case notRegistered
-        /// `register()` ran at `registerSite`, after this instance was created: the
-        /// instance keeps serving from the cloud. Create it after registering.
+        /// `register()` ran at `registerSite` (`#fileID:#line`; "" when the call did not name
+        /// it, see `ExtentosLocalTier.register(fileID:line:)`), after this instance was
+        /// created: the instance keeps serving from the cloud. Create it after registering.
         case registeredAfterCreate(registerSite: String)
     }
 
@@ -73,6 +147,7 @@ public enum LocalTierStatus: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .available: return "available"
         case .unavailable(.notRegistered): return "unavailable: not registered"
+        case .unavailable(.registeredAfterCreate("")): return "unavailable: registered after this instance was created"
         case .unavailable(.registeredAfterCreate(let site)): return "unavailable: registered at \(site), after this instance was created"
         }
     }
@@ -101,7 +176,8 @@ public struct ExtentosDiagnostic: Sendable, Equatable, CustomStringConvertible {
     public let tier: LocalTierKind
     /// `#fileID:#line` of the first `Extentos.create(...)` that ran without the tier.
     public let createSite: String
-    /// `#fileID:#line` of the late `register()`.
+    /// `#fileID:#line` of the late `register` call when it named itself
+    /// (`register(fileID:line:)`); "" for upstream's plain `register()`, which cannot.
     public let registerSite: String
     /// How many instances were created without the tier.
     public let instancesAffected: Int

@@ -11,7 +11,8 @@ import Synchronization
 /// `register()` must run before `Extentos.create(config:)`: an instance takes its tiers
 /// when it is created, the way the iOS SDK wires its transports. A registration that
 /// comes later is kept (instances created afterwards see it) and reported once, naming the
-/// earlier `create` call, on standard error and in ``Extentos/diagnostics``. Registering
+/// earlier `create` call (and the `register` call, when it named itself:
+/// `register(fileID:line:)`), on standard error and in ``Extentos/diagnostics``. Registering
 /// again, or from many threads at once, changes nothing. Nothing here does I/O except
 /// that one diagnostic.
 final class TierRegistry: Sendable {
@@ -34,6 +35,7 @@ final class TierRegistry: Sendable {
 
     private struct State {
         var tiers = Tiers()
+        /// Per registered tier: its `register` call site, "" when the call did not name one.
         var registerSites: [LocalTierKind: String] = [:]
         /// Per tier: the instances created while it was not registered.
         var missed: [LocalTierKind: Missed] = [:]
@@ -62,17 +64,20 @@ final class TierRegistry: Sendable {
         case late(ExtentosDiagnostic, strict: Bool)
     }
 
+    /// - Parameter site: `#fileID:#line` of the app's `register` call; nil when the call
+    ///   did not name it (upstream's plain `register()`).
     @discardableResult
-    func register(models tier: any LocalModelTier, site: String) -> Outcome {
+    func register(models tier: any LocalModelTier, site: String?) -> Outcome {
         register(.models, site: site) { $0.models = tier }
     }
 
     @discardableResult
-    func register(voice tier: any LocalVoiceTier, site: String) -> Outcome {
+    func register(voice tier: any LocalVoiceTier, site: String?) -> Outcome {
         register(.voice, site: site) { $0.voice = tier }
     }
 
-    private func register(_ kind: LocalTierKind, site: String, install: (inout Tiers) -> Void) -> Outcome {
+    private func register(_ kind: LocalTierKind, site: String?, install: (inout Tiers) -> Void) -> Outcome {
+        let site = site ?? ""
         let outcome: Outcome = state.withLock { s in
             guard !s.tiers.has(kind) else { return .alreadyRegistered }
             install(&s.tiers)
@@ -128,23 +133,29 @@ final class TierRegistry: Sendable {
         state.withLock { $0 = State() }
     }
 
+    /// - Parameter registerSite: the late call's `#fileID:#line`, "" when it did not name it.
     static func lateDiagnostic(_ kind: LocalTierKind, missed: Missed, registerSite: String) -> ExtentosDiagnostic {
         let others = missed.count - 1
-        let instances = others == 0 ? "That instance" : "That instance and \(others) other\(others == 1 ? "" : "s") created before \(registerSite)"
+        let known = !registerSite.isEmpty
+        let instances = others == 0 ? "That instance"
+            : "That instance and \(others) other\(others == 1 ? "" : "s") created before \(known ? registerSite : "it")"
         let consequence: String
         switch kind {
         case .models:
-            consequence = "\(instances) serve\(others == 0 ? "s" : "") every local model from the cloud: autoChoice() answers cloud with localTierNotRegistered."
+            consequence = "\(instances) serve\(others == 0 ? "s" : "") every local model from the cloud: autoChoice() answers cloud with noEligibleRungs (cloudDetail localTierNotRegistered)."
         case .voice:
             consequence = "\(instances) speak\(others == 0 ? "s" : "") with the cloud voice: the on-device Kokoro voice is never used."
         }
+        // Upstream's plain register() cannot know its caller; register(fileID:line:) can.
+        let ran = known ? "ran at \(registerSite), after" : "ran after"
+        let naming = known ? "" : " (Call \(kind.registerCall.dropLast(2))(fileID: #fileID, line: #line) instead to have this message name the register call.)"
         let message = """
-            Extentos: \(kind.registerCall) ran at \(registerSite), after Extentos.create(...) at \(missed.firstSite) had already created an instance. \
+            Extentos: \(kind.registerCall) \(ran) Extentos.create(...) at \(missed.firstSite) had already created an instance. \
             \(consequence) \
             Fix: call \(kind.registerCall) before Extentos.create(...). In a SwiftUI App or any type whose stored property calls \
             Extentos.create(...), stored-property initializers run before init(): declare the handle without an initializer \
             (`let glasses: any ExtentosGlasses`) and assign it in init() after the register() calls. \
-            Set EXTENTOS_STRICT_ORDER=1 (or ExtentosConfig.strictRegistrationOrder) to stop the program here instead.
+            Set EXTENTOS_STRICT_ORDER=1 (or ExtentosConfig.strictRegistrationOrder) to stop the program here instead.\(naming)
             """
         return ExtentosDiagnostic(code: .registeredAfterCreate, tier: kind, createSite: missed.firstSite,
                                   registerSite: registerSite, instancesAffected: missed.count, message: message)
@@ -177,13 +188,15 @@ final class TierRegistry: Sendable {
 /// The registry the local-tier facades fill. Apps call `ExtentosLocalTier.register()` and
 /// `ExtentosLocalVoice.register()`, not these.
 public enum LocalTierRegistry {
-    /// Registers the LLM tier; `site` is the app's `register()` call site (`#fileID:#line`).
-    public static func register(models tier: any LocalModelTier, site: String) {
+    /// Registers the LLM tier; `site` is the app's `register` call site (`#fileID:#line`),
+    /// nil when the call did not name it.
+    public static func register(models tier: any LocalModelTier, site: String?) {
         TierRegistry.shared.register(models: tier, site: site)
     }
 
-    /// Registers the voice tier; `site` is the app's `register()` call site (`#fileID:#line`).
-    public static func register(voice tier: any LocalVoiceTier, site: String) {
+    /// Registers the voice tier; `site` is the app's `register` call site (`#fileID:#line`),
+    /// nil when the call did not name it.
+    public static func register(voice tier: any LocalVoiceTier, site: String?) {
         TierRegistry.shared.register(voice: tier, site: site)
     }
 

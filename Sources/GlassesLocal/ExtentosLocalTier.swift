@@ -59,71 +59,43 @@ public enum ExtentosLocalTier {
         public var fits: Bool
     }
 
-    /// Errors of the local tier; each description says what to do.
+    /// The upstream SDK's error of the local tier: an id the catalog does not have.
+    ///
+    /// It keeps upstream's one case, so an app's exhaustive `switch` compiles. Every other
+    /// failure (storage, integrity, network, a busy model, a store that cannot be opened)
+    /// is thrown as this package's own typed error, ``EngineError`` (`LocalModelError`):
+    /// a case per failure with its stable ``EngineError/code`` and exit status, and a
+    /// description that says what to do.
+    ///
+    /// ```swift
+    /// do {
+    ///     try await ExtentosLocalTier.download(modelId: id)
+    /// } catch let error as ExtentosLocalTier.LocalTierError {
+    ///     switch error {
+    ///     case .unknownModel(let id): showMissing(id)
+    ///     }
+    /// } catch let error as ExtentosLocalTier.EngineError where error.code == .insufficientStorage {
+    ///     askToFreeSpace(error.description)
+    /// }
+    /// ```
     public enum LocalTierError: Error, Sendable, Equatable, CustomStringConvertible {
         case unknownModel(String)
-        /// The store or its records cannot be used (message says which file and how to recover).
-        case storeUnavailable(String)
-        /// Another process (or call) is downloading or deleting the model.
-        case busy(String)
-        /// The download does not fit: checked before any byte moves.
-        case insufficientStorage(requiredMb: Int, availableMb: Int)
-        /// The disk filled up mid-way; what was downloaded is kept for a resume.
-        case diskFull(modelId: String, neededMb: Int)
-        /// A file failed its SHA-256 or size check; the bad bytes were discarded.
-        case integrityFailure(modelId: String, file: String, detail: String)
-        /// Network or server trouble outlasted the retries: try again later.
-        case temporary(modelId: String, detail: String)
-        /// The server refused (404, https→http redirect, TLS failure, …).
-        case failed(modelId: String, detail: String)
-        /// The task was cancelled; partial data is kept.
-        case cancelled(modelId: String)
 
         public var description: String {
             switch self {
             case .unknownModel(let id): return LocalModelError.unknownModel(id).description
-            case .storeUnavailable(let message): return message
-            case .busy(let id): return DownloadError.busy(modelId: id).description
-            case let .insufficientStorage(required, available):
-                return "the model needs \(required) MiB of storage but only \(available) MiB is available; free \(required - available) MiB and retry. Nothing was downloaded."
-            case let .diskFull(id, needed): return "the disk filled up while downloading \(id); free at least \(needed) MiB and retry — what was downloaded is kept."
-            case let .integrityFailure(_, _, detail), let .temporary(_, detail), let .failed(_, detail): return detail
-            case .cancelled(let id): return "download of \(id) cancelled; partial data is kept for the next attempt."
             }
         }
+    }
 
-        /// The engine's error, by its stable code (the same code the command's exit status
-        /// and `--json` read).
-        init(_ error: LocalModelError) {
-            let id = error.modelId ?? ""
-            switch error.code {
-            case .unknownModel: self = .unknownModel(id)
-            case .busy: self = .busy(id)
-            case .insufficientStorage:
-                if case let .insufficientStorage(_, required, available) = error {
-                    self = .insufficientStorage(requiredMb: required, availableMb: available)
-                } else {
-                    self = .failed(modelId: id, detail: error.description)
-                }
-            case .diskFull:
-                if case let .diskFull(_, _, needed, _) = error {
-                    self = .diskFull(modelId: id, neededMb: needed)
-                } else {
-                    self = .diskFull(modelId: id, neededMb: LocalModelError.recordsRoomMb)
-                }
-            case .integrityMismatch, .sizeMismatch, .unsafeArchive, .incompleteInstall:
-                var file = "archive"
-                switch error {
-                case let .integrityMismatch(_, f, _, _), let .sizeMismatch(_, f, _, _, _), let .incompleteInstall(_, f, _): file = f
-                default: break
-                }
-                self = .integrityFailure(modelId: id, file: file, detail: error.description)
-            case .temporary: self = .temporary(modelId: id, detail: error.description)
-            case .interrupted: self = .cancelled(modelId: id)
-            case .noStore, .invalidCatalog, .catalogRollback, .catalogExpired, .catalogUnavailable, .signatureInvalid, .recordsDamaged, .readOnly, .records: self = .storeUnavailable(error.description)
-            case .httpStatus, .refused, .noSource, .notInstalled, .io: self = .failed(modelId: id, detail: error.description)
-            }
-        }
+    /// Every failure other than an unknown id: the engine's typed error, with its stable
+    /// `code` (`ErrorCode`, also the command's `--json` error code) and `exitStatus`.
+    public typealias EngineError = LocalModelError
+
+    /// Upstream's error where there is one (an unknown id), else the engine's own.
+    static func facadeError(_ error: LocalModelError) -> any Error {
+        if case .unknownModel(let id) = error { return LocalTierError.unknownModel(id) }
+        return error
     }
 
     // MARK: Configuration
@@ -148,8 +120,8 @@ public enum ExtentosLocalTier {
 
     /// The shared engine, built on first use by the engine's own setup (the same one the
     /// command uses): this facade only chooses the store folder and catalog file.
-    static func engine() throws(LocalTierError) -> LocalModelEngine {
-        let result: Result<LocalModelEngine, LocalTierError> = shared.withLock { s in
+    static func engine() throws(LocalModelError) -> LocalModelEngine {
+        let result: Result<LocalModelEngine, LocalModelError> = shared.withLock { s in
             if let engine = s.engine { return .success(engine) }
             do throws(LocalModelError) {
                 let engine = try EngineSetup(storeDirectory: s.storeDirectory, catalogFile: s.catalogFile).makeEngine()
@@ -158,7 +130,7 @@ public enum ExtentosLocalTier {
                 return .success(engine)
             } catch {
                 s.problem = error.description
-                return .failure(LocalTierError(error))
+                return .failure(error)
             }
         }
         return try result.get()
@@ -178,7 +150,17 @@ public enum ExtentosLocalTier {
     ///
     /// Free: no I/O. The store is opened by the first ``models()`` or ``autoChoice()``.
     /// Calling it again, or from several threads at once, changes nothing.
-    public static func register(fileID: String = #fileID, line: Int = #line) {
+    ///
+    /// Upstream's signature, so `let setUp: () -> Void = ExtentosLocalTier.register` works.
+    /// A plain call cannot know where it was made: ``register(fileID:line:)`` has the
+    /// diagnostic name the `register` call too.
+    public static func register() {
+        LocalTierRegistry.register(models: Tier(), site: nil)
+    }
+
+    /// ``register()``, naming its call site for the late-registration diagnostic:
+    /// `ExtentosLocalTier.register(fileID: #fileID, line: #line)`.
+    public static func register(fileID: String, line: Int) {
         LocalTierRegistry.register(models: Tier(), site: "\(fileID):\(line)")
     }
 
@@ -202,7 +184,12 @@ public enum ExtentosLocalTier {
         }
     }
 
-    /// Which ladder model to run now, or why the cloud must serve.
+    /// Which ladder model to run now, or why the cloud must serve: ``AutoChoice/cloudReason``
+    /// is one of upstream's four reasons; ``AutoChoice/cloudDetail`` and
+    /// ``AutoChoice/storageShortfall`` say more where this package knows more (no download
+    /// fits the free storage: `weightsNotPresent` with the detail `insufficientStorage` and
+    /// the class model's fit). When the store cannot be read: cloud, `noEligibleRungs`, and
+    /// ``storeProblem`` says why.
     public static func autoChoice() -> AutoChoice {
         guard let engine = try? engine() else { return .cloud(.noEligibleRungs) }
         let (choice, problem) = engine.autoChoiceAnswer()
@@ -233,7 +220,9 @@ public enum ExtentosLocalTier {
     ///     Task { @MainActor in progressView.progress = fraction }
     /// }
     /// ```
-    /// - Throws: ``LocalTierError``; nothing is ever left half-installed.
+    /// - Throws: ``LocalTierError/unknownModel(_:)`` for an id the catalog does not have;
+    ///   every other failure as ``EngineError`` (`insufficientStorage`, `busy`,
+    ///   `integrityMismatch`, `temporary`, `cancelled`, …). Nothing is ever left half-installed.
     public static func download(modelId: String, onProgress: @escaping @Sendable (Double) -> Void = { _ in }) async throws {
         try await download(modelId: modelId, options: DownloadOptions()) { event in
             if case .progress(_, _, let fraction, _) = event { onProgress(fraction) }
@@ -244,24 +233,25 @@ public enum ExtentosLocalTier {
     /// stalls, done) as the download runs.
     public static func download(modelId: String, options: DownloadOptions,
                                 onEvent: @escaping @Sendable (DownloadEvent) -> Void) async throws {
-        let engine = try engine()
         do {
-            _ = try await engine.download(modelId: modelId, options: options, onEvent: onEvent)
+            _ = try await engine().download(modelId: modelId, options: options, onEvent: onEvent)
         } catch {
-            throw LocalTierError(error)
+            throw facadeError(error)
         }
     }
 
     /// Deletes a model's files, partial data and record.
-    /// - Returns: false when there was nothing to delete.
-    /// - Throws: ``LocalTierError/busy(_:)`` while any process downloads the model.
+    ///
+    /// As upstream: false when there was nothing to delete, for an id the catalog does not
+    /// have as for a model that is not installed (an unknown id is not an error here).
+    /// - Throws: ``EngineError`` `busy` while any process downloads the model; the store's
+    ///   own failures (it cannot be opened or written) as ``EngineError`` too.
     @discardableResult
     public static func delete(modelId: String) throws -> Bool {
-        let engine = try engine()
         do {
-            return try engine.delete(modelId: modelId).existed
-        } catch {
-            throw LocalTierError(error)
+            return try engine().delete(modelId: modelId).existed
+        } catch .unknownModel {
+            return false
         }
     }
 
@@ -273,7 +263,16 @@ public enum ExtentosLocalTier {
 
 extension ExtentosLocalTier {
     /// The engine behind the facade, for the voice facade (same store, same catalog).
-    public static func sharedEngine() throws(LocalTierError) -> LocalModelEngine {
+    public static func sharedEngine() throws(LocalModelError) -> LocalModelEngine {
         try engine()
+    }
+
+    /// The store the shared engine uses, without opening anything or reading the catalog;
+    /// nil only when nothing names a store folder (no `HOME`, no `EXTENTOS_MODELS_DIR`, no
+    /// ``configure(storeDirectory:catalogFile:)``).
+    public static func sharedStoreLayout() -> StoreLayout? {
+        if let engine = shared.withLock({ $0.engine }) { return engine.layout }
+        let directory = shared.withLock { $0.storeDirectory }
+        return EngineSetup(storeDirectory: directory).storeRoot.map { StoreLayout(root: $0) }
     }
 }

@@ -8,7 +8,16 @@ public enum ExtentosLocalVoice {
     /// Makes the on-device voice known to the SDK. Call it before `Extentos.create(config:)`:
     /// an instance created earlier keeps the cloud voice, and a diagnostic naming that
     /// `create` call is printed and kept in `Extentos.diagnostics`. Free: no I/O.
-    public static func register(fileID: String = #fileID, line: Int = #line) {
+    ///
+    /// Upstream's signature, so `let setUp: () -> Void = ExtentosLocalVoice.register` works;
+    /// ``register(fileID:line:)`` has the diagnostic name the `register` call too.
+    public static func register() {
+        LocalTierRegistry.register(voice: Tier(), site: nil)
+    }
+
+    /// ``register()``, naming its call site for the late-registration diagnostic:
+    /// `ExtentosLocalVoice.register(fileID: #fileID, line: #line)`.
+    public static func register(fileID: String, line: Int) {
         LocalTierRegistry.register(voice: Tier(), site: "\(fileID):\(line)")
     }
 
@@ -19,11 +28,16 @@ public enum ExtentosLocalVoice {
         func isInstalled() -> Bool { KokoroVoiceModel.isInstalled() }
     }
 
-    /// The installed voice bundle's folder, or nil when it is not installed.
+    /// The voice bundle's folder, installed or not, as upstream: an app may seed it with the
+    /// bundle's files (see ``KokoroVoiceModel/isInstalled()`` for how a placed bundle becomes
+    /// an install). Nil only when no store location can be determined (no `HOME`, no
+    /// `EXTENTOS_MODELS_DIR`, no `ExtentosLocalTier.configure(storeDirectory:)`).
+    ///
+    /// `<store>/voices/kokoro-en-v0_19`. No I/O beyond what finding the store needs: the
+    /// folder is not created.
     public static var modelDirectory: URL? {
-        guard let engine = try? ExtentosLocalTier.sharedEngine(),
-              let folder = engine.installedFolder(of: KokoroVoiceModel.modelId) else { return nil }
-        return URL(fileURLWithPath: folder, isDirectory: true)
+        guard let layout = ExtentosLocalTier.sharedStoreLayout() else { return nil }
+        return URL(fileURLWithPath: layout.installPath(id: KokoroVoiceModel.modelId, kind: .voice), isDirectory: true)
     }
 }
 
@@ -32,6 +46,42 @@ public enum KokoroVoiceModel {
     /// The catalog id of the voice bundle.
     public static let modelId = "kokoro-en-v0_19"
 
+    /// Upstream's download errors, with upstream's three cases (an app `switch`es over them
+    /// without a `default:`). Every other failure (storage, network, a busy model, a store
+    /// that cannot be opened) is thrown as `ExtentosLocalTier.EngineError`.
+    public enum DownloadError: Error, Sendable, Equatable, CustomStringConvertible {
+        /// No store location can be determined (``ExtentosLocalVoice/modelDirectory`` is nil).
+        case documentsUnavailable
+        /// The server answered `status` (a final answer: 404, 403, 410, …) for the file at
+        /// `path` of the bundle.
+        case httpStatus(Int, path: String)
+        /// The file at `path` did not match the catalog's SHA-256 or size; its bytes were
+        /// discarded.
+        case integrityMismatch(path: String)
+
+        public var description: String {
+            switch self {
+            case .documentsUnavailable:
+                return "no store folder for the voice: set EXTENTOS_MODELS_DIR (or HOME), or call ExtentosLocalTier.configure(storeDirectory:)."
+            case let .httpStatus(status, path):
+                return "\(path) of \(KokoroVoiceModel.modelId): the server answered HTTP \(status), a final answer; check the catalog's source or mirror. Nothing was installed."
+            case .integrityMismatch(let path):
+                return "\(path) of \(KokoroVoiceModel.modelId) failed verification; the bad bytes were discarded. Run the download again; if it fails again, the source serves a different file."
+            }
+        }
+
+        /// Upstream's case for an engine error, where one has the same meaning.
+        static func upstream(_ error: LocalModelError) -> DownloadError? {
+            switch error {
+            case .noStoreFolder: return .documentsUnavailable
+            case let .httpStatus(_, file, _, status, _): return .httpStatus(status, path: file)
+            case let .integrityMismatch(_, file, _, _), let .sizeMismatch(_, file, _, _, _), let .incompleteInstall(_, file, _):
+                return .integrityMismatch(path: file)
+            default: return nil
+            }
+        }
+    }
+
     /// Bytes of the installed bundle (from the catalog; 0 if the catalog lacks it).
     public static var totalBytes: Int {
         guard let engine = try? ExtentosLocalTier.sharedEngine(),
@@ -39,18 +89,37 @@ public enum KokoroVoiceModel {
         return Int(model.installedBytes)
     }
 
-    /// Deletes the voice bundle (files, partial data, record).
+    /// Deletes the voice bundle: its folder (a placed bundle too), partial data and record.
+    /// Nothing there is not an error.
+    /// - Throws: `ExtentosLocalTier.EngineError` `busy` while a download of the voice runs.
     public static func delete() throws {
         try ExtentosLocalTier.delete(modelId: modelId)
     }
 
     /// Downloads, verifies and installs the voice bundle; `progress` as in
-    /// `ExtentosLocalTier.download(modelId:onProgress:)`.
+    /// `ExtentosLocalTier.download(modelId:onProgress:)`. A bundle placed in
+    /// ``ExtentosLocalVoice/modelDirectory`` whose files all check out is installed as it
+    /// is, with nothing fetched.
+    /// - Throws: ``DownloadError`` where upstream has the case; every other failure as
+    ///   `ExtentosLocalTier.EngineError`.
     public static func download(progress: @escaping @Sendable (Double) -> Void) async throws {
-        try await ExtentosLocalTier.download(modelId: modelId, onProgress: progress)
+        do {
+            _ = try await ExtentosLocalTier.sharedEngine().download(modelId: modelId, options: DownloadOptions()) { event in
+                if case .progress(_, _, let fraction, _) = event { progress(fraction) }
+            }
+        } catch {
+            if let upstream = DownloadError.upstream(error) { throw upstream }
+            throw error
+        }
     }
 
-    /// True only when every file was verified and the install committed.
+    /// Whether the voice serves from the device: true when its install committed (every
+    /// file verified, recorded). As upstream, a bundle an app placed in
+    /// ``ExtentosLocalVoice/modelDirectory`` counts: the first call that finds every file
+    /// there with its catalog size checks their SHA-256s, and when they match installs the
+    /// bundle as it is (recorded, never downloaded again) and answers true. One that does
+    /// not match stays where it is, answers false, and is not hashed again until a file
+    /// changes; a download replaces it.
     public static func isInstalled() -> Bool {
         guard let engine = try? ExtentosLocalTier.sharedEngine() else { return false }
         return (try? engine.status(of: modelId).isInstalled) ?? false

@@ -57,6 +57,9 @@ public final class LocalModelEngine: Sendable {
     private let opened = Mutex<Records?>(nil)
     /// The highest catalog version the records say the store has used, once opened.
     private let recordedCatalogVersion = Mutex<Int>(0)
+    /// Per model: the identity (inode, size, times of every file) of a placed bundle found
+    /// not to match, so an unchanged one is not hashed again by every query.
+    private let rejectedPlacements = Mutex<[String: String]>([:])
 
     public init(layout: StoreLayout, catalog: Catalog, probe: any DeviceProbe, memoryShare: Double = 0.5,
                 catalogChosenByStore: Bool = false) {
@@ -172,9 +175,14 @@ public final class LocalModelEngine: Sendable {
                         files: files, held: held, reservations: reservations, space: try probe.space(at: layout.root))
     }
 
-    /// Every catalog model with its install state and storage fit.
+    /// Every catalog model with its install state and storage fit. A voice bundle placed
+    /// in its install folder is adopted first (see `adoptPlacedBundle`).
     public func models() throws -> [ModelStatus] {
-        try models(in: snapshot())
+        let snap = try snapshot()
+        if adoptPlacedBundles(catalog.models.map { ($0, snap.installs[$0.id]) }) {
+            return models(in: try snapshot())
+        }
+        return models(in: snap)
     }
 
     private func models(in snap: Snapshot) -> [ModelStatus] {
@@ -191,11 +199,16 @@ public final class LocalModelEngine: Sendable {
         }
     }
 
-    /// The status of one model.
+    /// The status of one model. A voice bundle placed in its install folder is adopted
+    /// first (see `adoptPlacedBundle`).
     public func status(of id: String) throws -> ModelStatus {
         guard let model = catalog.model(id: id) else { throw LocalModelError.unknownModel(id) }
-        let records = try existingRecords()
-        let record = try records?.install(id)
+        var records = try existingRecords()
+        var record = try records?.install(id)
+        if adoptPlacedBundles([(model, record)]) {
+            records = try existingRecords()
+            record = try records?.install(id)
+        }
         let installed = isInstalled(model, record: record)
         let reserved = try records?.read { try $0.reservedBytes(excluding: id) } ?? 0
         let fit = storageFit(model, installed: installed, space: try probe.space(at: layout.root), reservedByOthers: reserved)
@@ -234,6 +247,14 @@ public final class LocalModelEngine: Sendable {
     /// The history, newest last.
     public func history(modelId: String? = nil, limit: Int = 1000) throws -> [HistoryEvent] {
         try existingRecords()?.history(modelId: modelId, limit: limit) ?? []
+    }
+
+    func placedBundleRejected(_ id: String) -> String? {
+        rejectedPlacements.withLock { $0[id] }
+    }
+
+    func notePlacedBundleRejected(_ id: String, fingerprint: String) {
+        rejectedPlacements.withLock { $0[id] = fingerprint }
     }
 
     /// The folder of an installed model; nil when it is not installed (or the store cannot be read).

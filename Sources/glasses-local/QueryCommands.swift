@@ -194,7 +194,13 @@ enum QueryCommands {
         if context.console.json {
             context.console.printJSON([
                 "modelId": JSONValue(decision.modelId), "isLocal": .bool(decision.isLocal),
-                "cloudReason": JSONValue(decision.cloudReason?.rawValue), "downloadTarget": JSONValue(decision.downloadTarget),
+                // cloudReason: the finest reason (insufficientStorage stays itself here); the
+                // SDK's own CloudFallbackReason and its detail beside it.
+                "cloudReason": JSONValue(decision.cloudReasonName), "downloadTarget": JSONValue(decision.downloadTarget),
+                "cloudFallbackReason": JSONValue(decision.cloudReason?.rawValue), "cloudDetail": JSONValue(decision.cloudDetail?.rawValue),
+                "storageShortfall": decision.storageShortfall.map { s -> JSONValue in
+                    ["modelId": .string(s.modelId), "requiredMb": JSONValue(s.requiredMb), "availableMb": JSONValue(s.availableMb)]
+                } ?? .null,
                 "steps": .array(decision.steps.map { ["step": JSONValue($0.number), "rungId": JSONValue($0.rungId), "text": .string($0.text)] }),
                 "memory": ["physicalMb": JSONValue(memory.physicalMb), "availableMb": JSONValue(memory.availableMb),
                            "classBudgetMb": JSONValue(inputs.classBudgetMb), "source": .string(memory.source),
@@ -207,7 +213,8 @@ enum QueryCommands {
         if let id = decision.modelId {
             c.say("local: \(id)")
         } else {
-            c.say("cloud: \(decision.cloudReason?.rawValue ?? "unknown")")
+            c.say("cloud: \(decision.cloudReasonName ?? "unknown")"
+                  + (decision.cloudDetail.map { " (the SDK's reason: \($0.reason.rawValue))" } ?? ""))
         }
         if let target = decision.downloadTarget {
             c.say("download target: \(target) (glasses-local download \(target))")

@@ -58,7 +58,8 @@ struct RegistryTests {
         #expect(message.contains("ExtentosLocalTier.register() ran at MyApp/MyApp.swift:21"))
         #expect(message.contains("after Extentos.create(...) at MyApp/MyApp.swift:14"))
         #expect(message.contains("serves every local model from the cloud"))
-        #expect(message.contains("localTierNotRegistered"))
+        #expect(message.contains("noEligibleRungs (cloudDetail localTierNotRegistered)"))
+        #expect(!message.contains("#fileID"), "a call that named its site needs no advice on naming it")
         #expect(message.contains("declare the handle without an initializer"))
         #expect(message.contains("assign it in init() after the register() calls"))
         #expect(message.contains("EXTENTOS_STRICT_ORDER=1"))
@@ -84,7 +85,10 @@ struct RegistryTests {
         let registry = reports.registry()
         let glasses = Extentos.make(config: ExtentosConfig(), site: "A.swift:1", registry: registry)
         #expect(glasses.localTier == .unavailable(.notRegistered))
-        #expect(glasses.autoChoice() == .cloud(.localTierNotRegistered))
+        // Upstream's reason, with this package's detail beside it.
+        #expect(glasses.autoChoice().cloudReason == .noEligibleRungs)
+        #expect(glasses.autoChoice().cloudDetail == .localTierNotRegistered)
+        #expect(glasses.autoChoice() == .cloud(CloudFallbackDetail.localTierNotRegistered))
         #expect(registry.diagnostics.isEmpty)
         #expect(reports.all.isEmpty)
     }
@@ -149,10 +153,48 @@ struct RegistryTests {
         let local = AutoChoice(modelId: "m", cloudReason: .weightsNotPresent, downloadTarget: nil)
         #expect(local.isLocal)
         #expect(local.cloudReason == nil, "a local answer carries no cloud reason")
-        let cloud = AutoChoice.cloud(.insufficientStorage)
+        let shortfall = AutoChoice.StorageShortfall(modelId: "big", requiredMb: 5000, availableMb: 900)
+        let cloud = AutoChoice.cloud(CloudFallbackDetail.insufficientStorage, storageShortfall: shortfall)
         #expect(!cloud.isLocal)
         #expect(cloud.modelId == nil)
-        #expect(cloud.cloudReason == .insufficientStorage)
+        #expect(cloud.cloudReason == .weightsNotPresent, "the detail's upstream reason")
+        #expect(cloud.cloudDetail == .insufficientStorage)
+        #expect(cloud.storageShortfall == shortfall)
+        let localWithDetail = AutoChoice(modelId: "m", cloudReason: nil, downloadTarget: "big", cloudDetail: .insufficientStorage,
+                                         storageShortfall: shortfall)
+        #expect(localWithDetail.cloudDetail == nil, "a local answer carries no cloud detail")
+        #expect(localWithDetail.storageShortfall == shortfall, "the shortfall is about the download, whatever serves")
+    }
+
+    /// Apps switch over CloudFallbackReason without a default: exactly upstream's four cases,
+    /// and every finer detail maps onto one of them.
+    @Test func cloudReasonsAreUpstreamsFour() {
+        #expect(CloudFallbackReason.allCases.map(\.rawValue) == ["belowQualityFloor", "insufficientMemoryNow", "weightsNotPresent", "noEligibleRungs"])
+        #expect(CloudFallbackDetail.insufficientStorage.reason == .weightsNotPresent)
+        #expect(CloudFallbackDetail.localTierNotRegistered.reason == .noEligibleRungs)
+    }
+
+    /// Upstream's plain register() cannot know its call site: the diagnostic still names the
+    /// create call, says the register call ran after it, and tells how to have it named.
+    @Test func aRegistrationWithoutASiteIsReportedWithoutOne() throws {
+        let reports = Reports()
+        let registry = reports.registry()
+        let early = Extentos.make(config: ExtentosConfig(), site: "MyApp/MyApp.swift:14", registry: registry)
+        _ = Extentos.make(config: ExtentosConfig(), site: "MyApp/MyApp.swift:15", registry: registry)
+        guard case .late(let diagnostic, strict: false) = registry.register(models: FixedTier(choice: Self.local), site: nil) else {
+            Issue.record("expected a late registration")
+            return
+        }
+        #expect(diagnostic.registerSite == "")
+        #expect(diagnostic.createSite == "MyApp/MyApp.swift:14")
+        let message = diagnostic.message
+        #expect(message.contains("ExtentosLocalTier.register() ran after Extentos.create(...) at MyApp/MyApp.swift:14 had already created an instance."), "\(message)")
+        #expect(message.contains("That instance and 1 other created before it serve every local model from the cloud"), "\(message)")
+        #expect(message.contains("ExtentosLocalTier.register(fileID: #fileID, line: #line)"), "\(message)")
+        #expect(!message.contains(" ran at "), "\(message)")
+        #expect(reports.all == [message])
+        #expect(early.localTier == .unavailable(.registeredAfterCreate(registerSite: "")))
+        #expect("\(early.localTier)" == "unavailable: registered after this instance was created")
     }
 
     @Test func theDefaultConfigurationIsTheDocumentedOne() {

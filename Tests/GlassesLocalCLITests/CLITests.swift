@@ -264,6 +264,28 @@ struct CLITests {
         #expect(memory["physicalMb"] as? Int == c.physicalMb)
     }
 
+    @Test("auto keeps the finer reason: no download fits the storage → cloudReason insufficientStorage, with the SDK's weightsNotPresent and the shortfall beside it")
+    func autoStorageBlocked() throws {
+        let sb = try Sandbox(); defer { sb.remove() }
+        // One auto-eligible 1 TiB model: no store's free space holds it.
+        let catalog = try sb.write("tib.json", Fixtures.catalog(id: "tib-llm").replacingOccurrences(of: #""autoEligible": false"#,
+                                                                                                  with: #""autoEligible": true"#))
+        let env = ["EXTENTOS_MEMORY_MB": "16000", "EXTENTOS_MEMORY_AVAILABLE_MB": "16000"]
+        let r = try sb.run(["auto", "--json", "--catalog", catalog], env: env)
+        #expect(r.status == 0, "\(r)")
+        let doc = try r.jsonObject()
+        #expect(doc["cloudReason"] as? String == "insufficientStorage", "the command keeps its finer reason: \(r)")
+        #expect(doc["cloudFallbackReason"] as? String == "weightsNotPresent", "the SDK's CloudFallbackReason: \(r)")
+        #expect(doc["cloudDetail"] as? String == "insufficientStorage", "\(r)")
+        #expect(doc["downloadTarget"] is NSNull, "\(r)")
+        let shortfall = try #require(doc["storageShortfall"] as? [String: Any], "\(r)")
+        #expect(shortfall["modelId"] as? String == "tib-llm")
+        #expect((shortfall["requiredMb"] as? Int ?? 0) > (shortfall["availableMb"] as? Int ?? .max), "\(r)")
+        let text = try sb.run(["auto", "--explain", "--catalog", catalog], env: env)
+        #expect(text.stdoutLines.first == "cloud: insufficientStorage (the SDK's reason: weightsNotPresent)", "\(text)")
+        #expect(text.stdout.contains("cloud (weightsNotPresent, detail insufficientStorage)"), "auto --explain's step 4: \(text)")
+    }
+
     @Test("auto (text) says cloud and the reason, then the download target", arguments: autoCases)
     func autoText(_ c: AutoCase) throws {
         let sb = try Sandbox(); defer { sb.remove() }

@@ -2,13 +2,58 @@ import Foundation
 import GlassesTestSupport
 import Testing
 
-/// Source compatibility with the upstream SDK: Tests/Fixtures/upstream-app is an app
-/// written against swift-glasses 2.5's public API (every ExtentosLocalTier,
-/// KokoroVoiceModel and ExtentosLocalVoice member the reference documents, and a switch
-/// over CloudFallbackReason's four upstream cases with a default). The build compiling it
-/// is half the test; here it runs against a temporary store and a real nginx.
+/// Source and behaviour compatibility with the upstream SDK: Tests/Fixtures/upstream-app is
+/// an app written against swift-glasses 2.5's public API the way apps are written
+/// (exhaustive switches over CloudFallbackReason, LocalTierError and
+/// KokoroVoiceModel.DownloadError without a default, register() kept as a `() -> Void`,
+/// DeviceFit.fits only read). The build compiling it is half the test; here it runs, and
+/// every value it printed is checked against what upstream documents.
 @Suite("An app written against the upstream SDK", .ownThreads)
 struct UpstreamAppTests {
+    static func binary() throws -> String {
+        try #require(BuiltProduct.path("upstream-app"), "upstream-app was not built")
+    }
+
+    /// The app's `key=value` lines, every value of a key in order.
+    struct Seen {
+        var values: [String: [String]] = [:]
+        init(_ r: CLIResult) {
+            for line in r.stdoutLines {
+                guard let eq = line.firstIndex(of: "=") else { continue }
+                values[String(line[..<eq]), default: []].append(String(line[line.index(after: eq)...]))
+            }
+        }
+        subscript(_ key: String) -> String? { values[key]?.last }
+    }
+
+    static let voiceId = "kokoro-en-v0_19"
+
+    @Test("the shipped catalog as upstream documents it: the five ladder ids in order with their sizes, the voice's 369,304,124 bytes and its folder before any install, delete of an unknown id false")
+    func shippedValues() throws {
+        let sb = try Sandbox(); defer { sb.remove() }
+        // A 8 GB device: class budget 4096 MB, so the 4B rung is the one to download.
+        let env = sb.environment(["EXTENTOS_MEMORY_MB": "8192", "EXTENTOS_MEMORY_AVAILABLE_MB": "6000"])
+        let r = try Sandbox.runProcess(try Self.binary(), ["shipped"], environment: env, ioDirectory: sb.root + "/io", timeout: 60)
+        #expect(r.status == 0, "\(r)")
+        #expect(r.stderr.isEmpty, "registered before create, nothing to report\n\(r.stderr)")
+        let seen = Seen(r)
+        let ladder = ["local-qwen3-0.6b", "local-qwen25-1.5b", "local-qwen3-1.7b", "local-qwen3-4b", "local-qwen3-8b"]
+        #expect(seen["ladder"] == ladder.joined(separator: ","), "models() is upstream's ladder, in order, never the voice: \(r.stdout)")
+        let rows = (seen.values["model"] ?? []).map { $0.split(separator: " ").map(String.init) }
+        #expect(rows.map { $0.first ?? "" } == ladder, "\(r.stdout)")
+        #expect(rows.map { $0.dropFirst().first ?? "" } == ["500", "1000", "1200", "2900", "5800"], "requiredMb: \(r.stdout)")
+        #expect(rows.allSatisfy { $0.count == 5 && $0[2] == "false" && (Int64($0[4]) ?? 0) > 0 },
+                "nothing installed, and every totalBytes > 0: \(r.stdout)")
+        #expect(rows.map { $0.count == 5 ? $0[3] : "" } == ["false", "false", "true", "true", "true"], "autoEligible: \(r.stdout)")
+        #expect(seen["choice.isLocal"] == "false" && seen["choice.reason"] == "weightsNotPresent"
+                && seen["choice.downloadTarget"] == "local-qwen3-4b", "\(r.stdout)")
+        #expect(seen["fit"]?.hasPrefix("local-qwen3-1.7b ") == true, "\(r.stdout)")
+        #expect(seen["voice.totalBytes"] == "369304124", "\(r.stdout)")
+        #expect(seen["voice.directory"] == sb.store + "/voices/\(Self.voiceId)", "the voice folder, before any install: \(r.stdout)")
+        #expect(seen["voice.installed"] == "false", "\(r.stdout)")
+        #expect(seen["delete.unknown"] == "false", "upstream answers false for an unknown id: \(r.stdout)")
+    }
+
     @Test("compiles unchanged and runs: the ladder without the voice, autoChoice before and after a download, unknownModel, the voice's download, folder and delete")
     func upstreamApp() throws {
         let w = try World(); defer { w.remove() }
@@ -17,39 +62,110 @@ struct UpstreamAppTests {
         let llm = try w.run(["catalog", "hash", w.nginx.mirror + "/fx", "--id", "fx-llm", "--base-url", w.nginx.baseURL("fx"),
                              "--required-mb", "1000", "--auto-eligible"], catalog: nil)
         try #require(llm.status == 0, "\(llm)")
-        let voice = try w.run(["catalog", "hash", w.nginx.mirror + "/voice", "--id", "kokoro-en-v0_19", "--kind", "voice",
-                               "--base-url", w.nginx.baseURL("voice"), "--required-mb", "600"], catalog: nil)
-        try #require(voice.status == 0, "\(voice)")
         let llmPath = w.root + "/catalogs/llm.json"
-        let voicePath = w.root + "/catalogs/voice.json"
         try llm.stdout.write(toFile: llmPath, atomically: true, encoding: .utf8)
-        try voice.stdout.write(toFile: voicePath, atomically: true, encoding: .utf8)
-        let catalog = try w.mergedCatalog([llmPath, voicePath])
+        let catalog = try w.mergedCatalog([llmPath, try Self.voiceCatalog(w, baseURL: w.nginx.baseURL("voice"))])
 
-        let binary = try #require(BuiltProduct.path("upstream-app"), "upstream-app was not built")
         let env = w.environment(["EXTENTOS_CATALOG": catalog, "EXTENTOS_MEMORY_MB": "8192", "EXTENTOS_MEMORY_AVAILABLE_MB": "6000"])
-        let r = try Sandbox.runProcess(binary, ["fx-llm"], environment: env, ioDirectory: w.root + "/io", currentDirectory: w.cwd,
-                                       timeout: 120)
+        let r = try Sandbox.runProcess(try Self.binary(), ["app", "fx-llm"], environment: env, ioDirectory: w.root + "/io",
+                                       currentDirectory: w.cwd, timeout: 120)
         #expect(r.status == 0, "\(r)")
-        var seen: [String: [String]] = [:]
-        for line in r.stdoutLines {
-            guard let eq = line.firstIndex(of: "=") else { continue }
-            seen[String(line[..<eq]), default: []].append(String(line[line.index(after: eq)...]))
-        }
-        func value(_ key: String) -> String? { seen[key]?.last }
+        let seen = Seen(r)
+        let folder = w.store + "/voices/\(Self.voiceId)"
 
-        #expect(seen["model"] == ["fx-llm 1000 false true \(200 * 1024 + 512)"], "models() is the ladder, never the voice: \(r.stdout)")
-        #expect(value("before.isLocal") == "false" && value("before.reason") == "weightsNotPresent"
-                && value("before.downloadTarget") == "fx-llm", "\(r.stdout)")
-        #expect(value("fit")?.hasPrefix("fx-llm ") == true && value("fit")?.hasSuffix(" true true") == true, "\(r.stdout)")
-        #expect(value("download.lastFraction") == "1.0" && value("download.again") == "ok", "\(r.stdout)")
-        #expect(value("after.modelId") == "fx-llm" && value("after.reason") == "local" && value("after.installed") == "true", "\(r.stdout)")
-        #expect(value("unknown") == "no-such-model", "LocalTierError.unknownModel carries the id: \(r.stdout)")
-        #expect(value("voice.totalBytes") == "\(120 * 1024 + 4096)", "\(r.stdout)")
-        #expect(value("voice.installedBefore") == "false" && value("voice.installedAfter") == "true", "\(r.stdout)")
-        #expect(value("voice.directory") == w.store + "/voices/kokoro-en-v0_19", "\(r.stdout)")
-        #expect(value("voice.installedAfterDelete") == "false" && value("voice.directoryAfterDelete") == "nil", "\(r.stdout)")
-        #expect(value("deleted.installed") == "false" && value("deleted.again") == "false", "\(r.stdout)")
-        #expect(!r.stderr.contains("registered after"), "registered before create: no ordering diagnostic\n\(r.stderr)")
+        #expect(seen.values["model"] == ["fx-llm 1000 false true \(200 * 1024 + 512)"], "models() is the ladder, never the voice: \(r.stdout)")
+        #expect(seen["before.isLocal"] == "false" && seen["before.reason"] == "weightsNotPresent"
+                && seen["before.downloadTarget"] == "fx-llm", "\(r.stdout)")
+        #expect(seen["fit"]?.hasPrefix("fx-llm ") == true && seen["fit"]?.hasSuffix(" true true true") == true, "\(r.stdout)")
+        #expect(seen["download.lastFraction"] == "1.0" && seen["download.again"] == "ok", "\(r.stdout)")
+        #expect(seen["after.modelId"] == "fx-llm" && seen["after.reason"] == "local" && seen["after.installed"] == "true", "\(r.stdout)")
+        #expect(seen["unknown"] == "unknownModel no-such-model", "LocalTierError.unknownModel carries the id: \(r.stdout)")
+        #expect(seen["voice.totalBytes"] == "\(120 * 1024 + 4096)", "\(r.stdout)")
+        #expect(seen["voice.before.directory"] == folder && seen["voice.before.installed"] == "false",
+                "the folder is known before the voice is installed: \(r.stdout)")
+        #expect(seen["voice.download"] == "ok" && seen["voice.lastFraction"] == "1.0", "\(r.stdout)")
+        #expect(seen["voice.after.directory"] == folder && seen["voice.after.installed"] == "true", "\(r.stdout)")
+        #expect(seen["voice.deleted.directory"] == folder && seen["voice.deleted.installed"] == "false",
+                "after delete the folder's address stays, the voice is gone: \(r.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: folder), "delete removed the files")
+        #expect(seen["deleted.installed"] == "false" && seen["deleted.again"] == "false" && seen["deleted.unknown"] == "false", "\(r.stdout)")
+        #expect(!r.stderr.contains("register"), "registered before create (three times, as values): no diagnostic\n\(r.stderr)")
+    }
+
+    @Test("KokoroVoiceModel.download throws upstream's DownloadError cases: httpStatus for a missing file, integrityMismatch for a wrong hash",
+          arguments: ["httpStatus", "integrityMismatch"])
+    func voiceDownloadErrors(_ expected: String) throws {
+        let w = try World(); defer { w.remove() }
+        try w.addModel("voice", files: [("model.onnx", 120 * 1024), ("voices/af.bin", 4096)])
+        var catalog: String
+        if expected == "httpStatus" {
+            catalog = try Self.voiceCatalog(w, baseURL: w.nginx.baseURL("no-such-folder"))
+        } else {
+            catalog = try Self.voiceCatalog(w, baseURL: w.nginx.baseURL("voice"))
+            catalog = try Self.withWrongHash(catalog, file: "voices/af.bin", in: w)
+        }
+        let r = try Sandbox.runProcess(try Self.binary(), ["voice"], environment: w.environment(["EXTENTOS_CATALOG": catalog]),
+                                       ioDirectory: w.root + "/io", currentDirectory: w.cwd, timeout: 120)
+        #expect(r.status == 0, "\(r)")
+        let seen = Seen(r)
+        if expected == "httpStatus" {
+            #expect(["httpStatus 404 model.onnx", "httpStatus 404 voices/af.bin"].contains(seen["voice.download"] ?? ""), "\(r.stdout)")
+        } else {
+            #expect(seen["voice.download"] == "integrityMismatch voices/af.bin", "\(r.stdout)")
+        }
+        #expect(seen["voice.after.installed"] == "false", "\(r.stdout)")
+    }
+
+    @Test("a bundle the app copies into modelDirectory is installed once its hashes check: isInstalled true, download fetches nothing, recorded and verifiable")
+    func seededVoice() throws {
+        let w = try World(); defer { w.remove() }
+        try w.addModel("voice", files: [("model.onnx", 120 * 1024), ("voices/af.bin", 4096)])
+        // The catalog's source does not have the files: any fetch would fail the download.
+        let catalog = try Self.voiceCatalog(w, baseURL: w.nginx.baseURL("no-such-folder"), hashedFrom: "voice")
+        let r = try Sandbox.runProcess(try Self.binary(), ["voice", w.nginx.mirror + "/voice"],
+                                       environment: w.environment(["EXTENTOS_CATALOG": catalog]),
+                                       ioDirectory: w.root + "/io", currentDirectory: w.cwd, timeout: 120)
+        #expect(r.status == 0, "\(r)")
+        let seen = Seen(r)
+        let folder = w.store + "/voices/\(Self.voiceId)"
+        #expect(seen["voice.before.directory"] == folder && seen["voice.before.installed"] == "false", "\(r.stdout)")
+        #expect(seen["voice.seeded.installed"] == "true", "a seeded bundle counts, as upstream: \(r.stdout)")
+        #expect(seen["voice.download"] == "ok" && seen["voice.lastFraction"] == "1.0", "\(r.stdout)")
+        #expect(seen["voice.after.installed"] == "true", "\(r.stdout)")
+        #expect(w.nginx.accessLog().isEmpty, "nothing was fetched: \(w.nginx.accessLog())")
+
+        // Recorded as an install, where the app put it, and verifiable like any other.
+        let status = try w.run(["voice", "status", "--json"], catalog: catalog)
+        let doc = try status.jsonObject()
+        #expect(doc["state"] as? String == "installed", "\(status)")
+        #expect(doc["source"] as? String == "placed in \(folder)", "\(status)")
+        #expect(doc["path"] as? String == folder, "\(status)")
+        let verify = try w.run(["verify", Self.voiceId], catalog: catalog)
+        #expect(verify.status == 0, "\(verify)")
+        #expect(w.nginx.accessLog().isEmpty, "\(w.nginx.accessLog())")
+    }
+
+    /// A catalog of the voice over `<mirror>/<hashedFrom>`, fetched from `baseURL`.
+    static func voiceCatalog(_ w: World, baseURL: String, hashedFrom folder: String = "voice") throws -> String {
+        let r = try w.run(["catalog", "hash", w.nginx.mirror + "/" + folder, "--id", voiceId, "--kind", "voice",
+                           "--base-url", baseURL, "--required-mb", "600"], catalog: nil)
+        try #require(r.status == 0, "\(r)")
+        let path = w.root + "/catalogs/voice-\(UUID().uuidString.prefix(8)).json"
+        try r.stdout.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    /// The catalog with `file`'s SHA-256 replaced by one its bytes do not have.
+    static func withWrongHash(_ catalog: String, file: String, in w: World) throws -> String {
+        var doc = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: catalog))) as? [String: Any])
+        var models = try #require(doc["models"] as? [[String: Any]])
+        var files = try #require(models.first?["files"] as? [[String: Any]])
+        let index = try #require(files.firstIndex { $0["path"] as? String == file })
+        files[index]["sha256"] = String(repeating: "0", count: 64)
+        models[0]["files"] = files
+        doc["models"] = models
+        let path = w.root + "/catalogs/wrong-hash-\(UUID().uuidString.prefix(8)).json"
+        try JSONSerialization.data(withJSONObject: doc, options: [.sortedKeys]).write(to: URL(fileURLWithPath: path))
+        return path
     }
 }

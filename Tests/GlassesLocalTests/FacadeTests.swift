@@ -95,7 +95,7 @@ struct FacadeTests {
         try markInstalled("local-qwen3-1.7b", kind: .llm)
         let choice = glasses.autoChoice()
         #expect(choice == ExtentosLocalTier.autoChoice())
-        #expect(choice.cloudReason != .localTierNotRegistered)
+        #expect(choice.cloudDetail != .localTierNotRegistered)
         #expect(choice.cloudReason != .weightsNotPresent, "a rung is installed now: \(choice)")
     }
 
@@ -105,10 +105,61 @@ struct FacadeTests {
         #expect(ExtentosLocalVoice.isRegistered)
         #expect(KokoroVoiceModel.totalBytes == 369_304_124)
         #expect(!KokoroVoiceModel.isInstalled())
-        #expect(ExtentosLocalVoice.modelDirectory == nil)
+        // As upstream: the folder before the voice is installed, so an app can seed it;
+        // asking neither creates it nor the store.
+        let folder = FileIO.absolutePath(store) + "/voices/kokoro-en-v0_19"
+        #expect(ExtentosLocalVoice.modelDirectory?.path == folder)
+        #expect(!FileManager.default.fileExists(atPath: store))
         try markInstalled(KokoroVoiceModel.modelId, kind: .voice)
         #expect(KokoroVoiceModel.isInstalled())
-        #expect(ExtentosLocalVoice.modelDirectory?.path == FileIO.absolutePath(store) + "/voices/kokoro-en-v0_19")
+        #expect(ExtentosLocalVoice.modelDirectory?.path == folder)
+        // Deleting it leaves the folder's address as it was.
+        try KokoroVoiceModel.delete()
+        #expect(!KokoroVoiceModel.isInstalled())
+        #expect(ExtentosLocalVoice.modelDirectory?.path == folder)
+    }
+
+    @Test func deleteAnswersFalseForAnUnknownIdAndForAModelNotInstalled() throws {
+        defer { cleanUp() }
+        #expect(try ExtentosLocalTier.delete(modelId: "no-such-model") == false, "upstream: false, not an error")
+        #expect(try ExtentosLocalTier.delete(modelId: "local-qwen3-1.7b") == false)
+        try markInstalled("local-qwen3-1.7b", kind: .llm)
+        #expect(try ExtentosLocalTier.delete(modelId: "local-qwen3-1.7b") == true)
+        #expect(try ExtentosLocalTier.delete(modelId: "local-qwen3-1.7b") == false)
+    }
+
+    @Test func anUnknownIdIsUpstreamsErrorAndEveryOtherFailureTheEnginesTypedOne() async throws {
+        defer { cleanUp() }
+        await #expect(throws: ExtentosLocalTier.LocalTierError.unknownModel("no-such-model")) {
+            try await ExtentosLocalTier.download(modelId: "no-such-model")
+        }
+        // Another process holds the model's lock: busy, as the engine's own error with its
+        // stable code and exit status (never a new LocalTierError case).
+        try markInstalled("local-qwen3-1.7b", kind: .llm)
+        let engine = try ExtentosLocalTier.sharedEngine()
+        let lock = try #require(try engine.layout.tryModelLock("local-qwen3-1.7b"))
+        defer { lock.unlock() }
+        do {
+            try ExtentosLocalTier.delete(modelId: "local-qwen3-1.7b")
+            Issue.record("delete went ahead while the model's lock was held")
+        } catch let error as ExtentosLocalTier.EngineError {
+            #expect(error == .busy(modelId: "local-qwen3-1.7b"))
+            #expect(error.code == .busy && error.exitStatus == 7)
+        }
+    }
+
+    @Test func registerHasUpstreamsTypeAndTheSiteFormNamesItsCall() throws {
+        defer { cleanUp() }
+        let upstreamShaped: [() -> Void] = [ExtentosLocalTier.register, ExtentosLocalVoice.register]
+        upstreamShaped.forEach { $0() }
+        #expect(LocalTierRegistry.isRegistered(.models) && ExtentosLocalVoice.isRegistered)
+        LocalTierRegistry.resetForTesting()
+        let early = Extentos.create()
+        ExtentosLocalTier.register(fileID: #fileID, line: #line); let line = #line
+        let diagnostic = try #require(Extentos.diagnostics.first)
+        #expect(diagnostic.registerSite == "GlassesLocalTests/FacadeTests.swift:\(line)")
+        #expect(early.localTier == .unavailable(.registeredAfterCreate(registerSite: "GlassesLocalTests/FacadeTests.swift:\(line)")))
+        LocalTierRegistry.resetForTesting()
     }
 
     @Test func aDamagedStoreIsReportedAndListsNothingInstalled() throws {

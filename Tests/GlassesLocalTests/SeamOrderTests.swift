@@ -75,20 +75,23 @@ struct SeamOrderTests {
         #expect(diagnostics.first?["instancesAffected"] as? Int == 2)
         #expect((diagnostics.first?["message"] as? String).map { r.stderr.contains($0) } == true)
 
-        // Both early instances answer cloud/localTierNotRegistered; the later one uses the tier.
+        // Both early instances answer cloud: upstream's noEligibleRungs, detail
+        // localTierNotRegistered; the later one uses the tier.
         for name in ["early", "alsoEarly"] {
             let early = try Self.instance(doc, name)
             #expect(early["localTierAvailable"] as? Bool == false)
             #expect(early["localTier"] as? String == "unavailable: registered at \(registerSite), after this instance was created")
             let choice = try Self.choice(early)
             #expect(choice["isLocal"] as? Bool == false)
-            #expect(choice["cloudReason"] as? String == "localTierNotRegistered")
+            #expect(choice["cloudReason"] as? String == "noEligibleRungs")
+            #expect(choice["cloudDetail"] as? String == "localTierNotRegistered")
         }
         #expect(try Self.instance(doc, "alsoEarly")["createdAt"] as? String != createSite)
         let later = try Self.instance(doc, "later")
         #expect(later["localTierAvailable"] as? Bool == true)
         // Nothing is installed in the private store: the tier itself says the weights are missing.
         #expect(try Self.choice(later)["cloudReason"] as? String == "weightsNotPresent")
+        #expect(try Self.choice(later)["cloudDetail"] is NSNull)
         #expect(try Self.choice(later)["downloadTarget"] as? String == "local-qwen3-8b")
     }
 
@@ -126,8 +129,12 @@ struct SeamOrderTests {
         #expect(r.stderr.contains("stored-property initializers run before init()"), "\(r)")
         let app = try Self.instance(doc, "app")
         #expect(app["createdAt"] as? String == createSite)
-        #expect(try Self.choice(app)["cloudReason"] as? String == "localTierNotRegistered")
-        #expect((app["localVoice"] as? String)?.hasPrefix("unavailable: registered at") == true)
+        #expect(try Self.choice(app)["cloudReason"] as? String == "noEligibleRungs")
+        #expect(try Self.choice(app)["cloudDetail"] as? String == "localTierNotRegistered")
+        // Upstream's plain register() cannot name its call: the status says when, not where.
+        #expect(app["localVoice"] as? String == "unavailable: registered after this instance was created", "\(app)")
+        #expect(r.stderr.contains("ExtentosLocalTier.register() ran after Extentos.create(...) at \(createSite)"), "\(r)")
+        #expect(r.stderr.contains("ExtentosLocalVoice.register(fileID: #fileID, line: #line)"), "how to have the call named\n\(r)")
     }
 
     @Test func theDocumentedFixWorks() throws {
@@ -150,7 +157,7 @@ struct SeamOrderTests {
         let r = try probe(scenario, env: env)
         #expect(r.signaled, "a late register() must stop the process\n\(r)")
         #expect(!r.stdout.contains("still running"), "\(r)")
-        #expect(r.stderr.contains("ExtentosLocalTier.register() ran at seam_probe/main.swift:"), "\(r)")
+        #expect(r.stderr.contains("ExtentosLocalTier.register() ran after Extentos.create(...) at seam_probe/main.swift:"), "\(r)")
         #expect(r.stderr.contains("declare the handle without an initializer"), "\(r)")
         #expect(r.stderr.contains("Fatal error"), "\(r)")
     }

@@ -25,6 +25,10 @@ struct AutoChoiceRuleTests {
         var modelId: String?
         var reason: CloudFallbackReason?
         var target: String?
+        /// The finer reason beside upstream's (the rule knows only insufficientStorage).
+        var detail: CloudFallbackDetail? = nil
+        /// The class rung whose download does not fit the free storage, if any.
+        var shortfall: String? = nil
         /// The step numbers the rule reaches, in order (4 is skipped when step 3 answers).
         var steps: [Int] = [1, 2, 3, 4, 5]
         var testDescription: String { name }
@@ -54,13 +58,14 @@ struct AutoChoiceRuleTests {
              budget: 8000, now: 9000, free: 100 * gb, modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-8b"),
         Case(name: "class rung does not fit storage: smaller target named",
              rungs: ladder(need: ["local-qwen3-8b": 5 * gb, "local-qwen3-4b": 3 * gb]), budget: 8000, now: 9000, free: 4 * gb,
-             modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-4b"),
-        Case(name: "no eligible download fits storage: insufficientStorage",
+             modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-4b", shortfall: "local-qwen3-8b"),
+        Case(name: "no eligible download fits storage: upstream's weightsNotPresent, detail insufficientStorage",
              rungs: ladder(need: ["local-qwen3-8b": 5 * gb, "local-qwen3-4b": 3 * gb, "local-qwen3-1.7b": 2 * gb]),
-             budget: 8000, now: 9000, free: 1 * gb, modelId: nil, reason: .insufficientStorage, target: nil),
+             budget: 8000, now: 9000, free: 1 * gb, modelId: nil, reason: .weightsNotPresent, target: nil,
+             detail: .insufficientStorage, shortfall: "local-qwen3-8b"),
         Case(name: "storage short but a smaller rung installed: local, no target",
              rungs: ladder(installed: ["local-qwen3-1.7b"], need: ["local-qwen3-8b": 5 * gb, "local-qwen3-4b": 3 * gb]),
-             budget: 8000, now: 9000, free: 1 * gb, modelId: "local-qwen3-1.7b", reason: nil, target: nil),
+             budget: 8000, now: 9000, free: 1 * gb, modelId: "local-qwen3-1.7b", reason: nil, target: nil, shortfall: "local-qwen3-8b"),
         Case(name: "memory now too small, class rung missing: cloud, but the target is still named",
              rungs: ladder(), budget: 8000, now: 1000, free: 100 * gb,
              modelId: nil, reason: .insufficientMemoryNow, target: "local-qwen3-8b", steps: [1, 2, 3, 5]),
@@ -75,13 +80,14 @@ struct AutoChoiceRuleTests {
              modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-8b"),
         Case(name: "class rung too big for storage, a bigger-than-fitting rung installed: no smaller target",
              rungs: ladder(installed: ["local-qwen3-4b"], need: ["local-qwen3-8b": 5 * gb, "local-qwen3-1.7b": 1 * gb]),
-             budget: 8000, now: 9000, free: 2 * gb, modelId: "local-qwen3-4b", reason: nil, target: nil),
+             budget: 8000, now: 9000, free: 2 * gb, modelId: "local-qwen3-4b", reason: nil, target: nil, shortfall: "local-qwen3-8b"),
         Case(name: "storage blocks every download, and memory now is short too: memory is the reason",
              rungs: ladder(need: ["local-qwen3-8b": 5 * gb, "local-qwen3-4b": 3 * gb, "local-qwen3-1.7b": 2 * gb]),
-             budget: 8000, now: 1000, free: 1 * gb, modelId: nil, reason: .insufficientMemoryNow, target: nil, steps: [1, 2, 3, 5]),
+             budget: 8000, now: 1000, free: 1 * gb, modelId: nil, reason: .insufficientMemoryNow, target: nil, shortfall: "local-qwen3-8b",
+             steps: [1, 2, 3, 5]),
         Case(name: "4 GB device, storage fits only the 1.7B: target 1.7B",
              rungs: ladder(need: ["local-qwen3-4b": 3 * gb, "local-qwen3-1.7b": 1 * gb]), budget: 3000, now: 3000, free: 2 * gb,
-             modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-1.7b"),
+             modelId: nil, reason: .weightsNotPresent, target: "local-qwen3-1.7b", shortfall: "local-qwen3-4b"),
         Case(name: "exact budget boundary counts as fitting", rungs: ladder(installed: ["local-qwen3-4b"]), budget: 2900, now: 2900,
              free: 100 * gb, modelId: "local-qwen3-4b", reason: nil, target: nil),
     ]
@@ -92,6 +98,11 @@ struct AutoChoiceRuleTests {
         #expect(d.modelId == c.modelId)
         #expect(d.isLocal == (c.modelId != nil))
         #expect(d.cloudReason == c.reason)
+        #expect(d.cloudDetail == c.detail)
+        #expect(d.cloudReasonName == (c.detail?.rawValue ?? c.reason?.rawValue), "the command's cloudReason keeps the finer name")
+        #expect(d.choice.cloudReason == c.reason && d.choice.cloudDetail == c.detail, "the SDK's answer carries both")
+        #expect(d.storageShortfall?.modelId == c.shortfall)
+        #expect(d.choice.storageShortfall == d.storageShortfall)
         #expect(d.downloadTarget == c.target)
         #expect(d.steps.map(\.number) == c.steps, "\(d.steps.map(\.description))")
         // A local answer is named by the step that chose it; a target by step 5.
@@ -99,11 +110,22 @@ struct AutoChoiceRuleTests {
         #expect(d.steps.last.map { $0.number == 5 ? $0.rungId == c.target : true } == true)
     }
 
-    /// Every reason the engine can give is reachable from the table.
+    /// Every reason the engine can give is reachable from the table, and the one detail
+    /// the rule itself knows (localTierNotRegistered is the SDK instance's own).
     @Test func everyReasonIsCovered() {
-        let reached = Set(Self.cases.compactMap(\.reason))
-        #expect(reached == Set(CloudFallbackReason.allCases).subtracting([.localTierNotRegistered]),
-                "every reason but the SDK instance's own")
+        #expect(Set(Self.cases.compactMap(\.reason)) == Set(CloudFallbackReason.allCases))
+        #expect(Set(Self.cases.compactMap(\.detail)) == [.insufficientStorage])
+    }
+
+    @Test func theShortfallIsTheClassRungsFit() throws {
+        let rungs = Self.ladder(need: ["local-qwen3-8b": 5 * Self.gb + 1, "local-qwen3-4b": 3 * Self.gb, "local-qwen3-1.7b": 2 * Self.gb])
+        let d = AutoChoiceRule.decide(AutoChoiceInputs(rungs: rungs, classBudgetMb: 8000, availableNowMb: 9000, freeStorageBytes: Self.gb + 5))
+        let shortfall = try #require(d.storageShortfall)
+        #expect(shortfall.modelId == "local-qwen3-8b")
+        #expect(shortfall.requiredMb == 5 * 1024 + 1, "needed space rounds up")
+        #expect(shortfall.availableMb == 1024, "free space rounds down")
+        #expect(d.steps.first { $0.number == 4 }?.text.contains("cloud (weightsNotPresent, detail insufficientStorage)") == true,
+                "auto --explain keeps the finer reason: \(d.steps)")
     }
 
     @Test func tiesOnRequiredMbKeepCatalogOrder() {

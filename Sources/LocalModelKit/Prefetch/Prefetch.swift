@@ -75,7 +75,7 @@ extension LocalModelEngine {
         if let id = decision.modelId {
             why = "autoChoice runs \(id), which is installed; nothing to download"
         } else {
-            why = "autoChoice answers cloud (\(decision.cloudReason?.rawValue ?? "no reason")) with no download target"
+            why = "autoChoice answers cloud (\(decision.cloudReasonName ?? "no reason")) with no download target"
         }
         return (targets, includeVoice ? why + "; the voice is installed" : why)
     }

@@ -49,15 +49,26 @@ public struct AutoDecision: Sendable, Equatable {
 
     public var modelId: String?
     public var isLocal: Bool { modelId != nil }
-    /// Why the cloud must serve: the SDK's own reasons (never `localTierNotRegistered`,
-    /// which only an SDK instance can answer).
+    /// Why the cloud must serve: one of the upstream SDK's four reasons.
     public var cloudReason: CloudFallbackReason?
+    /// The finer reason, when the rule knows one (`insufficientStorage`; never
+    /// `localTierNotRegistered`, which only an SDK instance can answer).
+    public var cloudDetail: CloudFallbackDetail? = nil
     public var downloadTarget: String?
+    /// The class rung's download, when it does not fit the free storage.
+    public var storageShortfall: AutoChoice.StorageShortfall? = nil
     /// Every step that ran, in order; step 5 (the download target) always comes last.
     public var steps: [Step]
 
+    /// The finest reason's name: the detail when there is one, else the reason (what the
+    /// command's `auto` prints and its JSON `cloudReason` holds).
+    public var cloudReasonName: String? { cloudDetail?.rawValue ?? cloudReason?.rawValue }
+
     /// The answer as the SDK hands it to an app.
-    public var choice: AutoChoice { AutoChoice(modelId: modelId, cloudReason: cloudReason, downloadTarget: downloadTarget) }
+    public var choice: AutoChoice {
+        AutoChoice(modelId: modelId, cloudReason: cloudReason, downloadTarget: downloadTarget, cloudDetail: cloudDetail,
+                   storageShortfall: storageShortfall)
+    }
 }
 
 /// The autoChoice rule of the DESIGN, as a pure function.
@@ -68,8 +79,9 @@ public enum AutoChoiceRule {
             steps.append(AutoDecision.Step(number: number, rungId: rung?.id, text: text))
         }
         func step(_ number: Int, _ text: String) { step(number, nil, text) }
-        func answer(_ modelId: String?, _ reason: CloudFallbackReason?, target: String?) -> AutoDecision {
-            AutoDecision(modelId: modelId, cloudReason: modelId == nil ? reason : nil, downloadTarget: target, steps: steps)
+        func answer(_ modelId: String?, _ reason: CloudFallbackReason?, detail: CloudFallbackDetail? = nil, target: Target? = nil) -> AutoDecision {
+            AutoDecision(modelId: modelId, cloudReason: modelId == nil ? reason : nil, cloudDetail: modelId == nil ? detail : nil,
+                         downloadTarget: target?.rung?.id, storageShortfall: target?.shortfall, steps: steps)
         }
         // Smallest first; ties on requiredMb keep catalog order, so "below" is by position.
         let eligible = input.rungs.enumerated()
@@ -80,14 +92,14 @@ public enum AutoChoiceRule {
         // 1. Eligible rungs.
         guard !eligible.isEmpty else {
             step(1, "no auto-eligible rungs in the catalog → cloud (noEligibleRungs)")
-            return answer(nil, .noEligibleRungs, target: nil)
+            return answer(nil, .noEligibleRungs)
         }
         step(1, "auto-eligible rungs: " + eligible.map { "\($0.id) (\($0.requiredMb) MiB)" }.joined(separator: ", "))
 
         // 2. Class rung: the largest within the memory class budget.
         guard let classIndex = eligible.lastIndex(where: { $0.requiredMb <= input.classBudgetMb }) else {
             step(2, "class budget \(input.classBudgetMb) MiB: no rung fits → cloud (belowQualityFloor)")
-            return answer(nil, .belowQualityFloor, target: nil)
+            return answer(nil, .belowQualityFloor)
         }
         let classRung = eligible[classIndex]
         step(2, classRung, "class budget \(input.classBudgetMb) MiB → class rung \(classRung.id) (\(classRung.requiredMb) MiB)")
@@ -99,7 +111,7 @@ public enum AutoChoiceRule {
         guard let sessionIndex = eligible[...classIndex].lastIndex(where: { $0.requiredMb <= input.availableNowMb }) else {
             step(3, "available now \(input.availableNowMb) MiB: no rung up to the class rung fits → cloud (insufficientMemoryNow)")
             step(5, target.rung, target.text)
-            return answer(nil, .insufficientMemoryNow, target: target.rung?.id)
+            return answer(nil, .insufficientMemoryNow, target: target)
         }
         let sessionRung = eligible[sessionIndex]
         step(3, sessionRung, "available now \(input.availableNowMb) MiB → session rung \(sessionRung.id) (\(sessionRung.requiredMb) MiB)")
@@ -108,38 +120,51 @@ public enum AutoChoiceRule {
         if sessionRung.isInstalled {
             step(4, sessionRung, "\(sessionRung.id) is installed → local \(sessionRung.id)")
             step(5, target.rung, target.text)
-            return answer(sessionRung.id, nil, target: target.rung?.id)
+            return answer(sessionRung.id, nil, target: target)
         }
         if let fallback = eligible[..<sessionIndex].last(where: \.isInstalled) {
             step(4, fallback, "\(sessionRung.id) is not installed; largest installed rung below it is \(fallback.id) → local \(fallback.id)")
             step(5, target.rung, target.text)
-            return answer(fallback.id, nil, target: target.rung?.id)
+            return answer(fallback.id, nil, target: target)
         }
-        let reason: CloudFallbackReason = target.storageBlocked ? .insufficientStorage : .weightsNotPresent
-        step(4, "\(sessionRung.id) is not installed, nor any rung below it → cloud (\(reason.rawValue))")
+        // Upstream's reason stays weightsNotPresent; that no download fits either is the detail.
+        let detail: CloudFallbackDetail? = target.storageBlocked ? .insufficientStorage : nil
+        step(4, "\(sessionRung.id) is not installed, nor any rung below it → cloud (weightsNotPresent"
+             + (detail.map { ", detail \($0.rawValue)" } ?? "") + ")")
         step(5, target.rung, target.text)
-        return answer(nil, reason, target: target.rung?.id)
+        return answer(nil, .weightsNotPresent, detail: detail, target: target)
+    }
+
+    /// Step 5's answer: the rung to download, whether storage blocks every download, and the
+    /// class rung's shortfall when its download does not fit.
+    private struct Target {
+        var rung: LadderRung?
+        var storageBlocked = false
+        var shortfall: AutoChoice.StorageShortfall?
+        var text: String
     }
 
     /// Step 5 over the rungs up to the class rung (the last one).
-    private static func downloadTarget(_ rungs: ArraySlice<LadderRung>, free: Int64) -> (rung: LadderRung?, storageBlocked: Bool, text: String) {
-        guard let classRung = rungs.last else { return (nil, false, "no class rung") }
+    private static func downloadTarget(_ rungs: ArraySlice<LadderRung>, free: Int64) -> Target {
+        guard let classRung = rungs.last else { return Target(text: "no class rung") }
         if classRung.isInstalled {
-            return (nil, false, "class rung \(classRung.id) is installed → nothing to download")
+            return Target(text: "class rung \(classRung.id) is installed → nothing to download")
         }
         let short = "\(classRung.id) needs \(mb(classRung.storageNeededBytes)) MiB of storage, \(self.free(free)) MiB is free"
         if classRung.storageNeededBytes <= free {
-            return (classRung, false, "download target \(classRung.id): needs \(mb(classRung.storageNeededBytes)) MiB of storage, \(self.free(free)) MiB is free")
+            return Target(rung: classRung, text: "download target \(classRung.id): needs \(mb(classRung.storageNeededBytes)) MiB of storage, \(self.free(free)) MiB is free")
         }
+        let shortfall = AutoChoice.StorageShortfall(modelId: classRung.id, requiredMb: Int(clamping: mb(classRung.storageNeededBytes)),
+                                                    availableMb: Int(clamping: self.free(free)))
         // The largest smaller rung that is installed or whose download fits. An installed one
         // means nothing smaller is worth fetching.
         guard let best = rungs.dropLast().last(where: { $0.isInstalled || $0.storageNeededBytes <= free }) else {
-            return (nil, true, short + ", and no smaller eligible rung fits → no download target")
+            return Target(storageBlocked: true, shortfall: shortfall, text: short + ", and no smaller eligible rung fits → no download target")
         }
         if best.isInstalled {
-            return (nil, false, short + "; the largest smaller rung that fits, \(best.id), is installed → no download target")
+            return Target(shortfall: shortfall, text: short + "; the largest smaller rung that fits, \(best.id), is installed → no download target")
         }
-        return (best, false, short + " → download target \(best.id) (needs \(mb(best.storageNeededBytes)) MiB)")
+        return Target(rung: best, shortfall: shortfall, text: short + " → download target \(best.id) (needs \(mb(best.storageNeededBytes)) MiB)")
     }
 
     /// Needed space rounds up, free space rounds down: never promise more than there is.

@@ -127,6 +127,9 @@ extension LocalModelEngine {
                        cancellation: CancellationFlag = CancellationFlag(),
                        onEvent: @escaping (DownloadEvent) -> Void = { _ in }) throws(DownloadError) -> VerifyReport {
         guard let model = catalog.model(id: id) else { throw .unknownModel(id) }
+        // A voice bundle placed in its folder is checked and adopted first; one that cannot
+        // be (busy, mismatched) leaves the answer to the install records, as always.
+        _ = try? adoptPlacedBundle(modelId: id)
         let records: Records
         records = try open().records
         if repair { try requireStoreCatalog() }

@@ -157,7 +157,10 @@ struct StoreRepair {
         }
 
         // Final folders with no installed record: a crash after the rename, before the commit.
-        for model in catalog.models {
+        // A voice's folder is where an app may place its bundle by hand (the upstream SDK's
+        // `modelDirectory`): left in place, for `adoptPlacedBundle` to check and adopt (a
+        // crash leftover there is a verified tree, adopted the same way).
+        for model in catalog.models where !model.kind.acceptsPlacedBundle {
             let folder = layout.installPath(id: model.id, kind: model.kind)
             guard byId[model.id]?.state != .installed, FileIO.isDirectory(folder) else { continue }
             guard let lock = try layout.tryModelLock(model.id, ifPermitted: true) else { continue }

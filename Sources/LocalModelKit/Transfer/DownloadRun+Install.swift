@@ -10,7 +10,11 @@ extension DownloadRun {
     // MARK: Install (P1)
 
     /// Verified tree at `source` → `.staging/<id>` → final folder, then one transaction.
-    func install(from source: String, hashes: [String: String], finalPath: String, source used: ModelSource) throws(DownloadError) -> String {
+    /// The one way anything becomes installed: a download's tree, and a bundle placed in the
+    /// install folder by hand (`adoptPlaced`, whose `source` is the final folder itself).
+    /// - Parameter origin: where the tree came from, for the record and the history (a
+    ///   source's `recordText`, or the placed bundle's folder).
+    func install(from source: String, hashes: [String: String], finalPath: String, origin: String) throws(DownloadError) -> String {
         onEvent(.phase(.install))
         let staging = layout.stagingPath(id: id)
         let old = layout.stagingRoot + "/" + id + ".replaced"
@@ -56,7 +60,7 @@ extension DownloadRun {
                 let existing = try ctx.read.install(id)
                 try ctx.upsert(InstallRecord(modelId: id, kind: model.kind, state: .installed, catalogVersion: engine.catalog.catalogVersion,
                                              path: StoreLayout.relativeInstallPath(id: id, kind: model.kind), totalBytes: model.installedBytes, createdAt: existing?.createdAt ?? ctx.now,
-                                             updatedAt: ctx.now, installedAt: ctx.now, lastError: nil, source: used.recordText))
+                                             updatedAt: ctx.now, installedAt: ctx.now, lastError: nil, source: origin))
                 try ctx.setFiles(id, model.files.map { f in
                     FileRecord(path: f.path, size: f.size, sha256: f.sha256, etag: validators[f.path]?.etag,
                                lastModified: validators[f.path]?.lastModified, bytesPresent: f.size, verifiedSha256: hashes[f.path])
@@ -65,7 +69,7 @@ extension DownloadRun {
                 try ctx.release(id)
                 let extras = skippedExtras.isEmpty ? ""
                     : "; skipped \(skippedExtras.count) archive entr\(skippedExtras.count == 1 ? "y" : "ies") the catalog does not list: \(skippedExtras.prefix(5).joined(separator: ", "))"
-                try ctx.append(.completed, modelId: id, detail: "installed \(model.installedBytes) bytes in \(finalPath) from \(used.recordText)" + extras)
+                try ctx.append(.completed, modelId: id, detail: "installed \(model.installedBytes) bytes in \(finalPath) from \(origin)" + extras)
             }
         } catch { throw io(error) }
         TestHooks.point("after-commit")

@@ -44,6 +44,12 @@ final class DownloadRun {
     func execute() throws(DownloadError) -> String {
         let finalPath = layout.installPath(id: id, kind: model.kind)
         try removePlantedLinks(finalPath: finalPath)
+        // A bundle placed in the install folder by hand, every file checked: installed as it is.
+        if try adoptPlaced(finalPath: finalPath) {
+            emitFinalProgress()
+            onEvent(.done(path: finalPath, alreadyInstalled: true))
+            return finalPath
+        }
         // Already installed with exactly these files: nothing to do.
         if let record = try? records.install(id), record.state == .installed, FileIO.isDirectory(finalPath),
            let files = try? records.files(id), model.matches(recorded: files) {
@@ -128,10 +134,10 @@ final class DownloadRun {
                 switch source {
                 case .files(let base):
                     let hashes = try fetchFiles(baseURL: rewrite(base))
-                    return try install(from: layout.partialPath(id: id), hashes: hashes, finalPath: finalPath, source: source)
+                    return try install(from: layout.partialPath(id: id), hashes: hashes, finalPath: finalPath, origin: source.recordText)
                 case .archive(let archive):
                     let hashes = try fetchArchive(archive)
-                    return try install(from: layout.stagingPath(id: id), hashes: hashes, finalPath: finalPath, source: source)
+                    return try install(from: layout.stagingPath(id: id), hashes: hashes, finalPath: finalPath, origin: source.recordText)
                 }
             } catch {
                 switch error {

@@ -1,9 +1,16 @@
 // An app written against the upstream swift-glasses 2.5 public API (the "Local tier"
 // section of the iOS API reference), compiled unchanged against GlassesCore +
-// GlassesLocal + GlassesLocalVoice. Nothing here may use a name the upstream SDK does not
-// have. It prints what it saw, one `key=value` line each, for StoreTests' fixture test.
+// GlassesLocal + GlassesLocalVoice. It uses only names the upstream SDK has, the way an
+// app written for it does: exhaustive switches over upstream's enums with no `default:`,
+// `register` passed around as a `() -> Void`, `DeviceFit.fits` read (upstream's is
+// read-only), `KokoroVoiceModel.DownloadError`'s cases. Building it is half of
+// UpstreamAppTests; the other half runs it and reads what it printed, one `key=value` line each.
 //
-// Usage: upstream-app <llm model id>   (store and catalog from EXTENTOS_MODELS_DIR / EXTENTOS_CATALOG)
+// Usage (store and catalog from EXTENTOS_MODELS_DIR / EXTENTOS_CATALOG):
+//   upstream-app shipped               the facts of the shipped catalog, nothing downloaded
+//   upstream-app app <llm model id>    download, use and delete a model and the voice
+//   upstream-app voice [<bundle dir>]  seed modelDirectory from <bundle dir> (if given), then
+//                                      download the voice (an app's "get the better voice")
 import Foundation
 import GlassesCore
 import GlassesLocal
@@ -15,8 +22,11 @@ struct GlassesApp {
     let glasses: any ExtentosGlasses
 
     init() {
-        ExtentosLocalTier.register()
-        ExtentosLocalVoice.register()
+        // The bootstrap lines, kept as values the way an app's set-up table might.
+        let registrations: [() -> Void] = [ExtentosLocalTier.register, ExtentosLocalVoice.register]
+        for register in registrations { register() }
+        let registerAgain: () -> Void = ExtentosLocalTier.register
+        registerAgain()
         glasses = Extentos.create(config: ExtentosConfig(usedCapabilities: [.microphone, .speaker]))
     }
 }
@@ -25,8 +35,7 @@ func say(_ key: String, _ value: Any?) {
     print("\(key)=\(value.map { "\($0)" } ?? "nil")")
 }
 
-/// The app's own wording for a fallback: the upstream SDK's four reasons, and a default
-/// for any reason a newer SDK adds.
+/// The app's own wording for a fallback: upstream's four reasons, exhaustively.
 func wording(_ reason: ExtentosLocalTier.CloudFallbackReason?) -> String {
     guard let reason else { return "local" }
     switch reason {
@@ -34,82 +43,147 @@ func wording(_ reason: ExtentosLocalTier.CloudFallbackReason?) -> String {
     case .insufficientMemoryNow: return "insufficientMemoryNow"
     case .weightsNotPresent: return "weightsNotPresent"
     case .noEligibleRungs: return "noEligibleRungs"
-    default: return "other"
     }
 }
 
-let modelId = CommandLine.arguments.dropFirst().first ?? "local-qwen3-1.7b"
+/// What an app shows for a failure: upstream's two error types, each switched over exhaustively.
+func wording(_ error: any Error) -> String {
+    if let error = error as? ExtentosLocalTier.LocalTierError {
+        switch error {
+        case .unknownModel(let id): return "unknownModel \(id)"
+        }
+    }
+    if let error = error as? KokoroVoiceModel.DownloadError {
+        switch error {
+        case .documentsUnavailable: return "documentsUnavailable"
+        case .httpStatus(let status, let path): return "httpStatus \(status) \(path)"
+        case .integrityMismatch(let path): return "integrityMismatch \(path)"
+        }
+    }
+    return "other: \(error)"
+}
+
+/// Progress fractions as they arrive (the callback is @Sendable).
+final class Fractions: @unchecked Sendable {
+    // @unchecked: `values` is only touched under `lock`.
+    private let lock = NSLock()
+    private var values: [Double] = []
+    func add(_ value: Double) { lock.withLock { values.append(value) } }
+    var last: Double? { lock.withLock { values.last } }
+}
+
+func listModels() {
+    // The model picker: upstream's LocalModelInfo fields.
+    let models: [ExtentosLocalTier.LocalModelInfo] = ExtentosLocalTier.models()
+    say("ladder", models.map(\.id).joined(separator: ","))
+    for model in models {
+        let row: (String, String, Int, Bool, Bool, Int64) = (model.id, model.displayName, model.requiredMb, model.isInstalled,
+                                                             model.autoEligible, model.totalBytes)
+        say("model", "\(row.0) \(row.2) \(row.3) \(row.4) \(row.5)")
+    }
+}
+
+func showChoice(_ key: String) {
+    let choice: ExtentosLocalTier.AutoChoice = ExtentosLocalTier.autoChoice()
+    say("\(key).modelId", choice.modelId)
+    say("\(key).isLocal", choice.isLocal)
+    say("\(key).reason", wording(choice.cloudReason))
+    say("\(key).downloadTarget", choice.downloadTarget)
+}
+
+func showFit(_ id: String) {
+    let fit: ExtentosLocalTier.DeviceFit = ExtentosLocalTier.deviceFit(for: id)
+    let canOffer: Bool = fit.fits && fit.availableMb >= fit.requiredMb
+    say("fit", "\(fit.modelId) \(fit.requiredMb) \(fit.availableMb > 0) \(fit.fits) \(canOffer)")
+}
+
+func showVoice(_ key: String) {
+    let directory: URL? = ExtentosLocalVoice.modelDirectory
+    say("\(key).directory", directory?.path)
+    say("\(key).installed", KokoroVoiceModel.isInstalled())
+}
+
+func downloadVoice() async {
+    let fractions = Fractions()
+    do {
+        try await KokoroVoiceModel.download { fraction in fractions.add(fraction) }
+        say("voice.download", "ok")
+        say("voice.lastFraction", fractions.last)
+    } catch {
+        say("voice.download", wording(error))
+    }
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
 let app = GlassesApp()
 _ = app.glasses
 
-// The model picker: upstream's LocalModelInfo fields.
-let models: [ExtentosLocalTier.LocalModelInfo] = ExtentosLocalTier.models()
-for model in models {
-    let row: (String, String, Int, Bool, Bool, Int64) = (model.id, model.displayName, model.requiredMb, model.isInstalled,
-                                                         model.autoEligible, model.totalBytes)
-    say("model", "\(row.0) \(row.2) \(row.3) \(row.4) \(row.5)")
-}
+switch arguments.first ?? "" {
+case "shipped":
+    listModels()
+    showChoice("choice")
+    showFit("local-qwen3-1.7b")
+    let voiceBytes: Int = KokoroVoiceModel.totalBytes
+    say("voice.totalBytes", voiceBytes)
+    showVoice("voice")
+    let deleted: Bool = try ExtentosLocalTier.delete(modelId: "no-such-model")
+    say("delete.unknown", deleted)
 
-let before: ExtentosLocalTier.AutoChoice = ExtentosLocalTier.autoChoice()
-say("before.modelId", before.modelId)
-say("before.isLocal", before.isLocal)
-say("before.reason", wording(before.cloudReason))
-say("before.downloadTarget", before.downloadTarget)
-
-var fit: ExtentosLocalTier.DeviceFit = ExtentosLocalTier.deviceFit(for: modelId)
-say("fit", "\(fit.modelId) \(fit.requiredMb) \(fit.availableMb > 0) \(fit.fits)")
-fit.fits = fit.fits && fit.availableMb >= fit.requiredMb
-
-do {
-    final class Fractions: @unchecked Sendable {
-        private let lock = NSLock()
-        private var values: [Double] = []
-        func add(_ value: Double) { lock.withLock { values.append(value) } }
-        var last: Double? { lock.withLock { values.last } }
+case "app":
+    let modelId = arguments.dropFirst().first ?? "local-qwen3-1.7b"
+    listModels()
+    showChoice("before")
+    showFit(modelId)
+    do {
+        let fractions = Fractions()
+        try await ExtentosLocalTier.download(modelId: modelId) { fraction in fractions.add(fraction) }
+        say("download.lastFraction", fractions.last)
+        // Again, with the default onProgress: nothing left to fetch.
+        try await ExtentosLocalTier.download(modelId: modelId)
+        say("download.again", "ok")
+    } catch {
+        say("download.error", wording(error))
     }
-    let fractions = Fractions()
-    try await ExtentosLocalTier.download(modelId: modelId) { fraction in
-        fractions.add(fraction)
+    showChoice("after")
+    say("after.installed", ExtentosLocalTier.models().first { $0.id == modelId }?.isInstalled)
+    do {
+        try await ExtentosLocalTier.download(modelId: "no-such-model")
+        say("unknown", "no error")
+    } catch {
+        say("unknown", wording(error))
     }
-    say("download.lastFraction", fractions.last)
-    // Again, with the default onProgress: nothing left to fetch.
-    try await ExtentosLocalTier.download(modelId: modelId)
-    say("download.again", "ok")
-} catch {
-    say("download.error", error)
+
+    let voiceBytes: Int = KokoroVoiceModel.totalBytes
+    say("voice.totalBytes", voiceBytes)
+    showVoice("voice.before")
+    await downloadVoice()
+    showVoice("voice.after")
+    do {
+        try KokoroVoiceModel.delete()
+        showVoice("voice.deleted")
+    } catch {
+        say("voice.delete", wording(error))
+    }
+
+    try ExtentosLocalTier.delete(modelId: modelId)
+    say("deleted.installed", ExtentosLocalTier.models().first { $0.id == modelId }?.isInstalled)
+    let deletedAgain: Bool = try ExtentosLocalTier.delete(modelId: modelId)
+    say("deleted.again", deletedAgain)
+    say("deleted.unknown", try ExtentosLocalTier.delete(modelId: "no-such-model"))
+
+case "voice":
+    showVoice("voice.before")
+    if let bundle = arguments.dropFirst().first, let folder = ExtentosLocalVoice.modelDirectory {
+        // Seeding the voice folder from the app's own copy of the bundle, as upstream allows.
+        let fm = FileManager.default
+        try fm.createDirectory(at: folder.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try fm.copyItem(at: URL(fileURLWithPath: bundle, isDirectory: true), to: folder)
+        showVoice("voice.seeded")
+    }
+    await downloadVoice()
+    showVoice("voice.after")
+
+default:
+    FileHandle.standardError.write(Data("usage: upstream-app shipped | app <llm model id> | voice [<bundle dir>]\n".utf8))
+    exit(2)
 }
-
-let after = ExtentosLocalTier.autoChoice()
-say("after.modelId", after.modelId)
-say("after.reason", wording(after.cloudReason))
-say("after.installed", ExtentosLocalTier.models().first { $0.id == modelId }?.isInstalled)
-
-do {
-    try await ExtentosLocalTier.download(modelId: "no-such-model")
-    say("unknown", "no error")
-} catch ExtentosLocalTier.LocalTierError.unknownModel(let id) {
-    say("unknown", id)
-} catch {
-    say("unknown", "other error: \(error)")
-}
-
-// The voice.
-let voiceBytes: Int = KokoroVoiceModel.totalBytes
-say("voice.totalBytes", voiceBytes)
-say("voice.installedBefore", KokoroVoiceModel.isInstalled())
-do {
-    try await KokoroVoiceModel.download { fraction in _ = fraction }
-    say("voice.installedAfter", KokoroVoiceModel.isInstalled())
-    let directory: URL? = ExtentosLocalVoice.modelDirectory
-    say("voice.directory", directory?.path)
-    try KokoroVoiceModel.delete()
-    say("voice.installedAfterDelete", KokoroVoiceModel.isInstalled())
-    say("voice.directoryAfterDelete", ExtentosLocalVoice.modelDirectory?.path)
-} catch {
-    say("voice.error", error)
-}
-
-try ExtentosLocalTier.delete(modelId: modelId)
-say("deleted.installed", ExtentosLocalTier.models().first { $0.id == modelId }?.isInstalled)
-let deletedAgain: Bool = try ExtentosLocalTier.delete(modelId: modelId)
-say("deleted.again", deletedAgain)

@@ -17,7 +17,8 @@ func describe(_ glasses: any ExtentosGlasses) -> [String: Any] {
     return ["createdAt": glasses.createdAt, "localTier": "\(glasses.localTier)", "localTierAvailable": glasses.localTier.isAvailable,
             "localVoice": "\(glasses.localVoice)",
             "autoChoice": ["modelId": choice.modelId as Any, "isLocal": choice.isLocal,
-                           "cloudReason": choice.cloudReason?.rawValue as Any, "downloadTarget": choice.downloadTarget as Any]]
+                           "cloudReason": choice.cloudReason?.rawValue as Any, "cloudDetail": choice.cloudDetail?.rawValue as Any,
+                           "downloadTarget": choice.downloadTarget as Any]]
 }
 
 func emit(_ instances: [String: any ExtentosGlasses], extra: [String: Any] = [:]) {
@@ -28,12 +29,14 @@ func emit(_ instances: [String: any ExtentosGlasses], extra: [String: Any] = [:]
          "instancesAffected": $0.instancesAffected, "message": $0.message] as [String: Any]
     }
     let direct = ExtentosLocalTier.autoChoice()
-    doc["direct"] = ["modelId": direct.modelId as Any, "cloudReason": direct.cloudReason?.rawValue as Any]
+    doc["direct"] = ["modelId": direct.modelId as Any, "cloudReason": direct.cloudReason?.rawValue as Any,
+                     "cloudDetail": direct.cloudDetail?.rawValue as Any]
     guard let data = try? JSONSerialization.data(withJSONObject: doc, options: [.sortedKeys]) else { exit(3) }
     FileHandle.standardOutput.write(data)
 }
 
 /// The mistake the iOS documents warn about: the stored property runs before init().
+/// Upstream's plain register() calls: the diagnostic cannot name them.
 struct LateApp {
     let glasses = Extentos.create(config: ExtentosConfig(usedCapabilities: [.microphone, .speaker]))
     static let createLine = #line - 1
@@ -60,9 +63,10 @@ switch scenario {
 case "create-then-register":
     let early = Extentos.create(config: ExtentosConfig(usedCapabilities: [.microphone, .speaker])); let createLine = #line
     let alsoEarly = Extentos.default()
+    // The form that names its call site; then upstream's plain call, again: harmless, no second diagnostic.
     let registerLine = #line + 1
+    ExtentosLocalTier.register(fileID: #fileID, line: #line)
     ExtentosLocalTier.register()
-    ExtentosLocalTier.register()   // again: harmless, no second diagnostic
     let later = Extentos.create()
     emit(["early": early, "alsoEarly": alsoEarly, "later": later],
          extra: ["createSite": "seam_probe/main.swift:\(createLine)", "registerSite": "seam_probe/main.swift:\(registerLine)"])
