@@ -14,7 +14,7 @@ struct ConcurrencyTests {
     static let id = "shared"
     static let files: [(String, Int)] = [("weights.bin", 512 << 10), ("extra/tokens.bin", 64 << 10)]
 
-    @Test("N downloads of one model (kept N at a time for ~3 s) while another process deletes it in a loop",
+    @Test("N downloads of one model (kept N at a time) while another process deletes it in a loop, until every outcome was seen",
           arguments: [3, 8])
     func downloadsWhileDeleting(processes: Int) throws {
         let w = try World(); defer { w.remove() }
@@ -22,34 +22,39 @@ struct ConcurrencyTests {
         let slow = try w.filesCatalog(Self.id, id: Self.id, slow: true)
         let fast = try w.filesCatalog(Self.id, id: Self.id)
 
-        // `processes` slots, each restarted 50 ms after its process exits, for `window` seconds;
-        // the test thread runs `delete` in a loop meanwhile.
-        let window = 3.0
-        let start = Date()
+        // `processes` slots, each restarted as soon as its process exits, while the test thread
+        // runs `delete` in a loop. Not a time window: it goes on until each outcome happened
+        // (an install, a download refused as busy, a delete that got in between), then drains;
+        // the round cap only bounds a product that never produces one of them.
         var slots: [CLIProcess?] = Array(repeating: nil, count: processes)
-        var restartAt: [Date] = Array(repeating: start, count: processes)
         var downloads: [CLIResult] = []
         var deletes: [CLIResult] = []
+        func seenEverything() -> Bool {
+            downloads.count >= processes
+                && downloads.contains { $0.status == 0 && $0.stdout.contains("installed in") }
+                && downloads.contains { $0.status == 7 }
+                && deletes.contains { $0.status == 0 && $0.stdout.contains("deleted,") }
+        }
+        let maxRounds = 2_000
         func reap() {
             for n in slots.indices {
                 guard let p = slots[n], !p.isRunning else { continue }
                 downloads.append(p.wait())
                 slots[n] = nil
-                restartAt[n] = Date().addingTimeInterval(0.05)
             }
         }
         func refill() throws {
-            for n in slots.indices where slots[n] == nil && Date() >= restartAt[n] && Date().timeIntervalSince(start) < window {
+            for n in slots.indices where slots[n] == nil && !seenEverything() && deletes.count < maxRounds {
                 slots[n] = try w.start(["download", Self.id], catalog: slow)
             }
         }
         try refill()
-        while Date().timeIntervalSince(start) < window || slots.contains(where: { $0 != nil }) {
+        while slots.contains(where: { $0 != nil }) {
             deletes.append(try w.run(["delete", Self.id], catalog: fast))
             reap()
             try refill()
-            Thread.sleep(forTimeInterval: 0.02)
         }
+        #expect(seenEverything(), "\(downloads.count) downloads and \(deletes.count) deletes without every outcome")
 
         #expect(downloads.count >= processes, "every slot ran at least one download")
         for r in downloads {

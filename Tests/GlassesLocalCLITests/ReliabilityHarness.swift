@@ -159,6 +159,15 @@ final class World {
                                currentDirectory: cwd, timeout: timeout, sourceLocation: sourceLocation)
     }
 
+    /// `run`, with the process's clock `offset` ahead (libfaketime, e.g. "+2h"): what happens
+    /// later, without waiting for it.
+    func run(_ arguments: [String], catalog: String?, env: [String: String] = [:], clockAhead offset: String,
+             sourceLocation: SourceLocation = #_sourceLocation) throws -> CLIResult {
+        try Sandbox.runProcess("/usr/bin/faketime", ["-f", offset, try binary] + globals(catalog) + arguments,
+                               environment: environment(env), ioDirectory: root + "/io", currentDirectory: cwd,
+                               sourceLocation: sourceLocation)
+    }
+
     /// The same, left running.
     func start(_ arguments: [String], catalog: String?, env: [String: String] = [:]) throws -> CLIProcess {
         try CLIProcess(binary: try binary, arguments: globals(catalog) + arguments, environment: environment(env),
