@@ -3,7 +3,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 /// Which local tiers are registered, which SDK instances were created without them, and
 /// what the late registrations cost.
@@ -43,7 +42,7 @@ final class TierRegistry: Sendable {
         var diagnostics: [ExtentosDiagnostic] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Reads the environment (injectable for tests); only consulted on a late registration.
     private let environment: @Sendable (String) -> String?
     /// Where a diagnostic goes (standard error in the process-wide registry).

@@ -1,7 +1,6 @@
 import Foundation
 import GlassesCore
 import LocalModelKit
-import Synchronization
 
 /// The on-device model tier of the Extentos SDK.
 ///
@@ -107,7 +106,7 @@ public enum ExtentosLocalTier {
         var problem: String?
     }
 
-    private static let shared = Mutex(Shared())
+    private static let shared = Locked(Shared())
 
     /// Chooses the store folder and, optionally, a catalog file instead of the built-in one.
     /// Call it before anything else; a later call switches to a new engine.

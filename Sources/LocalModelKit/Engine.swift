@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Synchronization
 
 /// What the engine reports about one catalog model.
 public struct ModelStatus: Sendable, Equatable {
@@ -54,12 +53,12 @@ public final class LocalModelEngine: Sendable {
     /// a version the store has used: the store's own copy was damaged or removed, and the
     /// built-in catalog stands in for reading what is installed (see `storeCatalogVersionMissing`).
     public let catalogChosenByStore: Bool
-    private let opened = Mutex<Records?>(nil)
+    private let opened = Locked<Records?>(nil)
     /// The highest catalog version the records say the store has used, once opened.
-    private let recordedCatalogVersion = Mutex<Int>(0)
+    private let recordedCatalogVersion = Locked<Int>(0)
     /// Per model: the identity (inode, size, times of every file) of a placed bundle found
     /// not to match, so an unchanged one is not hashed again by every query.
-    private let rejectedPlacements = Mutex<[String: String]>([:])
+    private let rejectedPlacements = Locked<[String: String]>([:])
 
     public init(layout: StoreLayout, catalog: Catalog, probe: any DeviceProbe, memoryShare: Double = 0.5,
                 catalogChosenByStore: Bool = false) {

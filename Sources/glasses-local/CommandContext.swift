@@ -1,6 +1,5 @@
 import FoundationEssentials
 import LocalModelKit
-import Synchronization
 
 /// Everything a command needs, built lazily from the parsed line.
 final class CommandContext {
@@ -156,7 +155,7 @@ final class WarningDeviceProbe: DeviceProbe {
     private let base: SystemDeviceProbe
     private let console: Console
     /// Set once the warnings were printed (or another report, like doctor's, took their place).
-    private let warned = Mutex(false)
+    private let warned = Locked(false)
 
     init(_ base: SystemDeviceProbe, console: Console) {
         self.base = base

@@ -4,11 +4,10 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 /// The install records of one store, in `records.sqlite3`.
 ///
-/// Thread-safe: one connection behind a `Mutex`. Several processes may open the same
+/// Thread-safe: one connection behind a lock (`Locked`). Several processes may open the same
 /// file; WAL lets readers proceed while one writer writes, every write runs in
 /// `BEGIN IMMEDIATE`, and a busy database is waited for and retried — `SQLITE_BUSY`
 /// never reaches a caller (P9).
@@ -16,7 +15,7 @@ public final class Records: Sendable {
     /// The schema version this build writes (`PRAGMA user_version`).
     public static var schemaVersion: Int { migrations.count }
     public let path: String
-    private let connection: Mutex<SQLiteConnection>
+    private let connection: Locked<SQLiteConnection>
     private let now: @Sendable () -> Double
     /// Longest total wait for another process's write lock.
     private let busyLimitSeconds: Double
@@ -58,7 +57,7 @@ public final class Records: Sendable {
         } catch {
             throw RecordsError.unavailable(path: path, detail: "\(error)")
         }
-        connection = Mutex(db)
+        connection = Locked(db)
     }
 
     static func classify(_ error: SQLiteError, path: String) -> RecordsError {

@@ -4,6 +4,7 @@ import Glibc
 import Darwin
 #endif
 import CSystem
+import GlassesCore
 
 extension FileIO {
     /// A pthread mutex with a condition variable: for the few places that wait for another
@@ -83,3 +84,6 @@ extension FileIO {
         }
     }
 }
+
+/// The package's lock for shared state (defined beside the SDK seam, which needs it too).
+public typealias Locked = GlassesCore.Locked

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
