@@ -191,9 +191,12 @@ public enum ExtentosLocalTier {
     /// ``storeProblem`` says why.
     public static func autoChoice() -> AutoChoice {
         guard let engine = try? engine() else { return .cloud(.noEligibleRungs) }
-        let (choice, problem) = engine.autoChoiceAnswer()
-        note(problem)
-        return choice
+        do {
+            return AutoChoice(try engine.autoChoice())
+        } catch {
+            note(error)
+            return .cloud(.noEligibleRungs)
+        }
     }
 
     /// Whether installing `dashboardId` fits the store's filesystem.
@@ -262,7 +265,7 @@ public enum ExtentosLocalTier {
 
 extension ExtentosLocalTier {
     /// The engine behind the facade, for the voice facade (same store, same catalog).
-    public static func sharedEngine() throws(LocalModelError) -> LocalModelEngine {
+    package static func sharedEngine() throws(LocalModelError) -> LocalModelEngine {
         try engine()
     }
 
@@ -273,5 +276,36 @@ extension ExtentosLocalTier {
         if let engine = shared.withLock({ $0.engine }) { return engine.layout }
         let directory = shared.withLock { $0.storeDirectory }
         return EngineSetup(storeDirectory: directory).storeRoot.map { StoreLayout(root: $0) }
+    }
+}
+
+extension AutoChoice {
+    /// The engine's decision as the SDK hands it to an app: its reasons mapped onto
+    /// upstream's (the same names and meanings).
+    init(_ decision: AutoDecision) {
+        self.init(modelId: decision.modelId, cloudReason: decision.cloudReason.map(CloudFallbackReason.init),
+                  downloadTarget: decision.downloadTarget, cloudDetail: decision.cloudDetail.map(CloudFallbackDetail.init),
+                  storageShortfall: decision.storageShortfall.map {
+                      AutoChoice.StorageShortfall(modelId: $0.modelId, requiredMb: $0.requiredMb, availableMb: $0.availableMb)
+                  })
+    }
+}
+
+extension CloudFallbackReason {
+    init(_ reason: CloudReason) {
+        switch reason {
+        case .belowQualityFloor: self = .belowQualityFloor
+        case .insufficientMemoryNow: self = .insufficientMemoryNow
+        case .weightsNotPresent: self = .weightsNotPresent
+        case .noEligibleRungs: self = .noEligibleRungs
+        }
+    }
+}
+
+extension CloudFallbackDetail {
+    init(_ detail: CloudDetail) {
+        switch detail {
+        case .insufficientStorage: self = .insufficientStorage
+        }
     }
 }

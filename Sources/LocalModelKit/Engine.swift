@@ -176,12 +176,16 @@ public final class LocalModelEngine: Sendable {
 
     /// Every catalog model with its install state and storage fit. A voice bundle placed
     /// in its install folder is adopted first (see `adoptPlacedBundle`).
-    public func models() throws -> [ModelStatus] {
-        let snap = try snapshot()
-        if adoptPlacedBundles(catalog.models.map { ($0, snap.installs[$0.id]) }) {
-            return models(in: try snapshot())
+    public func models() throws(LocalModelError) -> [ModelStatus] {
+        do {
+            let snap = try snapshot()
+            if adoptPlacedBundles(catalog.models.map { ($0, snap.installs[$0.id]) }) {
+                return models(in: try snapshot())
+            }
+            return models(in: snap)
+        } catch {
+            throw .wrap(error)
         }
-        return models(in: snap)
     }
 
     private func models(in snap: Snapshot) -> [ModelStatus] {
@@ -200,52 +204,64 @@ public final class LocalModelEngine: Sendable {
 
     /// The status of one model. A voice bundle placed in its install folder is adopted
     /// first (see `adoptPlacedBundle`).
-    public func status(of id: String) throws -> ModelStatus {
-        guard let model = catalog.model(id: id) else { throw LocalModelError.unknownModel(id) }
-        var records = try existingRecords()
-        var record = try records?.install(id)
-        if adoptPlacedBundles([(model, record)]) {
-            records = try existingRecords()
-            record = try records?.install(id)
+    public func status(of id: String) throws(LocalModelError) -> ModelStatus {
+        do {
+            guard let model = catalog.model(id: id) else { throw LocalModelError.unknownModel(id) }
+            var records = try existingRecords()
+            var record = try records?.install(id)
+            if adoptPlacedBundles([(model, record)]) {
+                records = try existingRecords()
+                record = try records?.install(id)
+            }
+            let installed = isInstalled(model, record: record)
+            let reserved = try records?.read { try $0.reservedBytes(excluding: id) } ?? 0
+            let fit = storageFit(model, installed: installed, space: try probe.space(at: layout.root), reservedByOthers: reserved)
+            // An install made from this catalog version has this catalog's files.
+            let update = try installed && record?.catalogVersion != catalog.catalogVersion
+                && !model.matches(recorded: records?.files(id) ?? [])
+            return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit, updateAvailable: update)
+        } catch {
+            throw .wrap(error)
         }
-        let installed = isInstalled(model, record: record)
-        let reserved = try records?.read { try $0.reservedBytes(excluding: id) } ?? 0
-        let fit = storageFit(model, installed: installed, space: try probe.space(at: layout.root), reservedByOthers: reserved)
-        // An install made from this catalog version has this catalog's files.
-        let update = try installed && record?.catalogVersion != catalog.catalogVersion
-            && !model.matches(recorded: records?.files(id) ?? [])
-        return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit, updateAvailable: update)
     }
 
     /// Storage fit of one model.
     /// - Throws: `LocalModelError.unknownModel` for an id the catalog does not have.
-    public func deviceFit(for id: String) throws -> StorageFit {
+    public func deviceFit(for id: String) throws(LocalModelError) -> StorageFit {
         try status(of: id).fit
     }
 
     /// The autoChoice rule over this device and store.
-    public func autoChoice() throws -> AutoDecision {
+    public func autoChoice() throws(LocalModelError) -> AutoDecision {
         try AutoChoiceRule.decide(autoChoiceInputs())
     }
 
     /// The rule's inputs as read now (for `auto --explain` and tests).
-    public func autoChoiceInputs() throws -> AutoChoiceInputs {
-        let snap = try snapshot()
-        let statuses = models(in: snap).filter { $0.model.kind == .llm }
-        let memory = probe.memory()
-        return AutoChoiceInputs(
-            rungs: statuses.map {
-                LadderRung(id: $0.model.id, requiredMb: $0.model.requiredMb, autoEligible: $0.model.autoEligible,
-                           isInstalled: $0.isInstalled, storageNeededBytes: $0.fit.requiredBytes)
-            },
-            classBudgetMb: Int(Double(memory.physicalMb) * memoryShare),
-            availableNowMb: memory.availableMb,
-            freeStorageBytes: max(0, snap.space.availableBytes - snap.reservedBytes))
+    public func autoChoiceInputs() throws(LocalModelError) -> AutoChoiceInputs {
+        do {
+            let snap = try snapshot()
+            let statuses = models(in: snap).filter { $0.model.kind == .llm }
+            let memory = probe.memory()
+            return AutoChoiceInputs(
+                rungs: statuses.map {
+                    LadderRung(id: $0.model.id, requiredMb: $0.model.requiredMb, autoEligible: $0.model.autoEligible,
+                               isInstalled: $0.isInstalled, storageNeededBytes: $0.fit.requiredBytes)
+                },
+                classBudgetMb: Int(Double(memory.physicalMb) * memoryShare),
+                availableNowMb: memory.availableMb,
+                freeStorageBytes: max(0, snap.space.availableBytes - snap.reservedBytes))
+        } catch {
+            throw .wrap(error)
+        }
     }
 
     /// The history, newest last.
-    public func history(modelId: String? = nil, limit: Int = 1000) throws -> [HistoryEvent] {
-        try existingRecords()?.history(modelId: modelId, limit: limit) ?? []
+    public func history(modelId: String? = nil, limit: Int = 1000) throws(LocalModelError) -> [HistoryEvent] {
+        do {
+            return try existingRecords()?.history(modelId: modelId, limit: limit) ?? []
+        } catch {
+            throw .wrap(error)
+        }
     }
 
     func placedBundleRejected(_ id: String) -> String? {
@@ -264,8 +280,12 @@ public final class LocalModelEngine: Sendable {
     }
 
     /// The record of one model, if any.
-    public func record(of id: String) throws -> InstallRecord? {
-        try existingRecords()?.install(id)
+    public func record(of id: String) throws(LocalModelError) -> InstallRecord? {
+        do {
+            return try existingRecords()?.install(id)
+        } catch {
+            throw .wrap(error)
+        }
     }
 
     // MARK: Rules

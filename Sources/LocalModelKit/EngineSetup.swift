@@ -1,5 +1,4 @@
 import FoundationEssentials
-import GlassesCore
 
 /// The one place a process's surroundings become a configured engine: the store folder,
 /// the catalog file, the memory overrides (through the device probe), the CA file (through
@@ -138,16 +137,6 @@ extension LocalModelEngine {
                             fit: StorageFit(modelId: model.id, requiredBytes: 0, availableBytes: 0, presentBytes: 0))
             }
             return (none, .wrap(error))
-        }
-    }
-
-    /// The autoChoice answer; when the store cannot be read, the cloud (no rung can be
-    /// used), with the reason.
-    public func autoChoiceAnswer() -> (choice: AutoChoice, problem: LocalModelError?) {
-        do {
-            return (try autoChoice().choice, nil)
-        } catch {
-            return (.cloud(.noEligibleRungs), .wrap(error))
         }
     }
 

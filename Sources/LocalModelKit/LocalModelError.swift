@@ -1,3 +1,19 @@
+/// The exit statuses of `glasses-local`, the one table of them: 0 ok, 1 failure, 2 usage,
+/// 3 storage, 4 integrity, 5 unknown model, 6 invalid catalog, 7 busy, 75 temporary (the
+/// BSD `EX_TEMPFAIL` a scheduler retries on), 130 interrupted (128 + SIGINT).
+public enum ExitStatus: Int32, Sendable, CaseIterable {
+    case ok = 0
+    case failure = 1
+    case usage = 2
+    case doesNotFit = 3
+    case integrity = 4
+    case unknownModel = 5
+    case invalidCatalog = 6
+    case busy = 7
+    case temporary = 75
+    case interrupted = 130
+}
+
 /// The stable machine code of a failure, and the exit status the command maps it to.
 /// The command line's exit status, its `--json` error `code`, and the facades' errors all
 /// read this; the raw values never change once shipped.
@@ -20,22 +36,31 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     /// The records database is damaged, read-only for this user, newer, or otherwise unusable.
     case recordsDamaged, readOnly, records
     case io
+    /// The command line itself: an unknown command or option, a missing or bad value.
+    case usage
+    /// `catalog hash DIR`: an entry that is not a regular file, no file at all, a path a
+    /// catalog cannot hold, an empty file.
+    case notRegularFile, empty, badPath, emptyFile
 
-    /// The documented exit statuses: 1 failure, 3 storage, 4 integrity, 5 unknown model,
-    /// 6 invalid catalog, 7 busy, 75 temporary, 130 interrupted.
-    public var exitStatus: Int32 {
+    /// The exit status the command ends with for this failure.
+    public var exit: ExitStatus {
         switch self {
-        case .insufficientStorage, .diskFull: return 3
-        case .integrityMismatch, .sizeMismatch, .unsafeArchive, .signatureInvalid: return 4
-        case .unknownModel: return 5
-        case .invalidCatalog, .catalogRollback, .catalogExpired, .catalogUnavailable: return 6
-        case .busy: return 7
-        case .temporary: return 75
-        case .interrupted: return 130
-        case .noStore, .incompleteInstall, .httpStatus, .refused, .noSource, .notInstalled, .recordsDamaged, .readOnly, .records, .io:
-            return 1
+        case .usage: return .usage
+        case .insufficientStorage, .diskFull: return .doesNotFit
+        case .integrityMismatch, .sizeMismatch, .unsafeArchive, .signatureInvalid: return .integrity
+        case .unknownModel: return .unknownModel
+        case .invalidCatalog, .catalogRollback, .catalogExpired, .catalogUnavailable: return .invalidCatalog
+        case .busy: return .busy
+        case .temporary: return .temporary
+        case .interrupted: return .interrupted
+        case .noStore, .incompleteInstall, .httpStatus, .refused, .noSource, .notInstalled, .recordsDamaged, .readOnly, .records, .io,
+             .notRegularFile, .empty, .badPath, .emptyFile:
+            return .failure
         }
     }
+
+    /// `exit` as the number the process returns.
+    public var exitStatus: Int32 { exit.rawValue }
 }
 
 /// Every failure of the engine, as one type. Each case names the model, the file or URL,
@@ -126,7 +151,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             case .corrupt: return .recordsDamaged
             case .readOnly: return .readOnly
             case .busyTooLong: return .busy
-            case .unavailable, .newerSchema, .walUnavailable, .symbolicLink, .sqlite: return .records
+            case .unavailable, .newerSchema, .walUnavailable, .symbolicLink, .sqlite, .aborted: return .records
             }
         case .system(let error, _): return error.isOutOfSpace ? .diskFull : .io
         case .transfer: return .io
@@ -169,6 +194,9 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         case let e as CatalogError: return .invalidCatalog(e)
         case let e as SQLiteError: return .records(.sqlite(e))
         case let e as TransferFault: return .transfer(e, modelId: modelId ?? "")
+        case let e as FileHashError:
+            if case .system(let system) = e { return .system(system, modelId: modelId) }
+            return .system(SystemError(message: e.description), modelId: modelId)
         default:
             // No other error type is thrown below the engine; should one appear, it is
             // kept as the system error it most resembles, with its own text.
@@ -254,6 +282,3 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     /// one transaction and the filesystem's own bookkeeping, rounded up generously.
     public static let recordsRoomMb = 4
 }
-
-/// The name the engine's download API has used since the first release.
-public typealias DownloadError = LocalModelError

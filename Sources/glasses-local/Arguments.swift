@@ -1,31 +1,29 @@
 // Hand-written argument parsing: global options anywhere on the line, a command
 // (optionally with a subcommand), its own options and positional arguments.
 
-/// Process exit codes (DESIGN, "Command line").
-enum ExitCode: Int32 {
-    case ok = 0
-    case failure = 1
-    case usage = 2
-    case doesNotFit = 3
-    case integrity = 4
-    case unknownModel = 5
-    case invalidCatalog = 6
-    case busy = 7
-    case temporary = 75
-    case interrupted = 130
-}
+import LocalModelKit
 
-/// An error the command line reports and exits with.
+/// The process's exit status: the one table, `ExitStatus`, under the name the commands use.
+typealias ExitCode = ExitStatus
+
+/// An error the command line reports and exits with: its stable code (from the one code
+/// table, `ErrorCode`), hence its exit status, and its message.
 struct CLIError: Error {
-    var exitCode: ExitCode
-    /// A stable machine-readable code for `--json` ("unknownModel").
-    var code: String
+    var code: ErrorCode
     var message: String
     /// The command whose usage to show for usage errors.
     var usageOf: CommandSpec?
 
+    init(_ code: ErrorCode, message: String, usageOf: CommandSpec? = nil) {
+        self.code = code
+        self.message = message
+        self.usageOf = usageOf
+    }
+
+    var exitCode: ExitCode { code.exit }
+
     static func usage(_ message: String, of command: CommandSpec?) -> CLIError {
-        CLIError(exitCode: .usage, code: "usage", message: message, usageOf: command)
+        CLIError(.usage, message: message, usageOf: command)
     }
 }
 

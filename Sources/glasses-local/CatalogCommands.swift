@@ -61,8 +61,7 @@ enum CatalogCommands {
             }
             if !issues.isEmpty {
                 // Every failed command's JSON carries `error`, the issues stay beside it.
-                let error = CLIError(exitCode: .invalidCatalog, code: ErrorCode.invalidCatalog.rawValue,
-                                     message: "catalog \(file) is invalid (\(issues.count) problem\(issues.count == 1 ? "" : "s")): "
+                let error = CLIError(.invalidCatalog, message: "catalog \(file) is invalid (\(issues.count) problem\(issues.count == 1 ? "" : "s")): "
                                          + issues.map(\.description).joined(separator: "; "))
                 doc.append(("error", error.json))
             }
@@ -94,29 +93,28 @@ enum CatalogCommands {
         do {
             walked = try FileIO.walkFiles(dir)
         } catch {
-            throw CLIError(exitCode: .failure, code: "system", message: "\(error.message). Pass a folder that holds the model's files.")
+            throw CLIError(.io, message: "\(error.message). Pass a folder that holds the model's files.")
         }
         if !walked.others.isEmpty {
-            throw CLIError(exitCode: .failure, code: "notRegularFile",
-                           message: "\(dir) holds \(walked.others.count == 1 ? "1 entry that is not a regular file" : "\(walked.others.count) entries that are not regular files") (first: \(walked.others[0])); a catalog lists regular files only. Replace symlinks with the files they point to.")
+            throw CLIError(.notRegularFile, message: "\(dir) holds \(walked.others.count == 1 ? "1 entry that is not a regular file" : "\(walked.others.count) entries that are not regular files") (first: \(walked.others[0])); a catalog lists regular files only. Replace symlinks with the files they point to.")
         }
         if walked.files.isEmpty {
-            throw CLIError(exitCode: .failure, code: "empty", message: "\(dir) holds no files to hash")
+            throw CLIError(.empty, message: "\(dir) holds no files to hash")
         }
         var entries: [JSONValue] = []
         for path in walked.files {
             if let problem = CatalogRules.pathProblem(path) {
-                throw CLIError(exitCode: .failure, code: "badPath", message: "\(dir)/\(path): \(problem)")
+                throw CLIError(.badPath, message: "\(dir)/\(path): \(problem)")
             }
             let full = dir + "/" + path
             let result: (sha256: String, size: Int64)
             do {
                 result = try SHA256Hasher.hashFile(atPath: full)
             } catch {
-                throw CLIError(exitCode: .failure, code: "system", message: "\(error)")
+                throw CLIError(.io, message: "\(error)")
             }
             if result.size == 0 {
-                throw CLIError(exitCode: .failure, code: "emptyFile", message: "\(full) is empty; catalog files must have at least one byte")
+                throw CLIError(.emptyFile, message: "\(full) is empty; catalog files must have at least one byte")
             }
             entries.append(["path": .string(path), "size": .int(result.size), "sha256": .string(result.sha256)])
         }

@@ -26,14 +26,14 @@ enum CatalogSigningCommands {
         do {
             return try FileIO.readFile(atPath: path, limit: limit)
         } catch {
-            throw CLIError(exitCode: .failure, code: ErrorCode.io.rawValue, message: "cannot read the \(what) \(path): \(error.message)")
+            throw CLIError(.io, message: "cannot read the \(what) \(path): \(error.message)")
         }
     }
 
     static func keygen(_ context: CommandContext) throws(CLIError) -> ExitCode {
         let out = context.invocation.positional[0]
         for path in [out, out + ".pub"] where FileIO.exists(path) {
-            throw CLIError(exitCode: .failure, code: ErrorCode.io.rawValue, message: "\(path) exists; keygen never overwrites a key. Choose another name.")
+            throw CLIError(.io, message: "\(path) exists; keygen never overwrites a key. Choose another name.")
         }
         do {
             let pair = try Ed25519.generate()

@@ -187,7 +187,7 @@ final class WarningDeviceProbe: DeviceProbe {
 extension CLIError {
     /// An engine error as the command reports it: its stable code, its exit status, its text.
     init(_ error: LocalModelError) {
-        self.init(exitCode: ExitCode(rawValue: error.exitStatus) ?? .failure, code: error.code.rawValue, message: error.description)
+        self.init(error.code, message: error.description)
     }
 
     /// Any error met by a command, through the engine's one error type.
@@ -198,7 +198,7 @@ extension CLIError {
 
     /// The `code`, `message` and `exitCode` every `--json` error carries.
     var fields: [(String, JSONValue)] {
-        [("code", .string(code)), ("message", .string(message)), ("exitCode", JSONValue(Int(exitCode.rawValue)))]
+        [("code", .string(code.rawValue)), ("message", .string(message)), ("exitCode", JSONValue(Int(exitCode.rawValue)))]
     }
 
     /// The `{"code", "message", "exitCode"}` object.

@@ -306,8 +306,7 @@ enum TransferCommands {
             }
         }
         if mismatch && worst == nil {
-            worst = CLIError(exitCode: .integrity, code: ErrorCode.integrityMismatch.rawValue,
-                             message: "some installed files do not match; run 'glasses-local verify --repair' to fetch them again")
+            worst = CLIError(.integrityMismatch, message: "some installed files do not match; run 'glasses-local verify --repair' to fetch them again")
         }
         if context.console.json {
             // Each model's failure is in its entry; the first also as the command's `error`.

@@ -69,7 +69,7 @@ enum QueryCommands {
             statuses = try context.attempt { try engine.modelsWithoutRecords() }
         }
         let space = try context.attempt { try engine.probe.space(at: engine.layout.root) }
-        let problem = damage.map { CLIError(exitCode: .failure, code: "recordsDamaged", message: $0.description) }
+        let problem = damage.map { CLIError(.recordsDamaged, message: $0.description) }
         if context.console.json {
             var doc: [(key: String, value: JSONValue)] = [
                 ("catalogVersion", JSONValue(engine.catalog.catalogVersion)),

@@ -21,8 +21,7 @@ enum VoiceCommands {
     /// The catalog's voice model (the first of kind `voice`).
     static func voice(_ context: CommandContext) throws(CLIError) -> CatalogModel {
         guard let model = try context.catalog().models.first(where: { $0.kind == .voice }) else {
-            throw CLIError(exitCode: .unknownModel, code: ErrorCode.unknownModel.rawValue,
-                           message: "the catalog (\(context.catalogSource)) has no voice model; use a catalog that lists one (kind \"voice\").")
+            throw CLIError(.unknownModel, message: "the catalog (\(context.catalogSource)) has no voice model; use a catalog that lists one (kind \"voice\").")
         }
         return model
     }

@@ -190,7 +190,7 @@ struct DiskFullTests {
         let d = try FullDisk(); defer { d.remove() }
         let installed = try d.w.run(["download", "mid"], catalog: d.fast)
         try #require(installed.status == 0, "\(installed)")
-        let p = try d.w.start([command, "mid"], catalog: d.fast, env: ["GLASSES_LOCAL_PAUSE_AT": "records-write"])
+        let p = try d.w.start([command, "mid"], catalog: d.fast, env: ["GLASSES_LOCAL_TEST_HOOK": "pause@records-write"])
         try #require(p.waitForStderr("PAUSE records-write", timeout: 60), "\(p.wait())")
         // Stopped (SIGSTOP) just before the write; fill the filesystem to the last byte.
         try #require(p.waitUntil(timeout: 10) { Self.processState(p.pid) == "T" }, "the process stopped itself")

@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// P1 under a real `kill -9` at each phase of an install (`GLASSES_LOCAL_HOLD_AT` parks the
+/// P1 under a real `kill -9` at each phase of an install (`GLASSES_LOCAL_TEST_HOOK=hold@<point>` parks the
 /// process at the phase; the test waits for `HOLD <point>` and kills it). Afterwards the
 /// model is installed or absent, never in between; the next download finishes without
 /// fetching again what was already on disk; the records database is intact.
@@ -15,7 +15,7 @@ struct KillNineTests {
     /// Runs `download` held at `point`, waits for the hold, and kills it with SIGKILL.
     static func killDownload(_ w: World, id: String, catalog: String, at point: String,
                              sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let p = try w.start(["download", id], catalog: catalog, env: ["GLASSES_LOCAL_HOLD_AT": point])
+        let p = try w.start(["download", id], catalog: catalog, env: ["GLASSES_LOCAL_TEST_HOOK": "hold@" + point])
         let held = p.waitForStderr("HOLD \(point)", timeout: 60)
         if !held { p.send(SIGKILL) }
         try #require(held, "download never reached \(point)\n\(p.wait())", sourceLocation: sourceLocation)

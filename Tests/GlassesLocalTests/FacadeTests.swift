@@ -10,6 +10,23 @@ import Testing
 /// are process-wide by design (one shared engine), so these tests take turns.
 @Suite(.serialized, .ownThreads)
 struct FacadeTests {
+    @Test("the engine's decision reaches the app as upstream's AutoChoice: every reason and detail mapped by name, the shortfall carried")
+    func decisionMapsOntoUpstream() {
+        for reason in CloudReason.allCases {
+            let choice = AutoChoice(AutoDecision(modelId: nil, cloudReason: reason, downloadTarget: "t", steps: []))
+            #expect(choice.cloudReason?.rawValue == reason.rawValue && !choice.isLocal && choice.downloadTarget == "t")
+        }
+        for detail in CloudDetail.allCases {
+            let shortfall = StorageShortfall(modelId: "big", requiredMb: 5000, availableMb: 1000)
+            let choice = AutoChoice(AutoDecision(modelId: nil, cloudReason: detail.reason, cloudDetail: detail, downloadTarget: nil,
+                                                 storageShortfall: shortfall, steps: []))
+            #expect(choice.cloudDetail?.rawValue == detail.rawValue && choice.cloudReason?.rawValue == detail.reason.rawValue)
+            #expect(choice.storageShortfall == AutoChoice.StorageShortfall(modelId: "big", requiredMb: 5000, availableMb: 1000))
+        }
+        let local = AutoChoice(AutoDecision(modelId: "m", cloudReason: nil, downloadTarget: nil, steps: []))
+        #expect(local.isLocal && local.modelId == "m" && local.cloudReason == nil)
+    }
+
     let store: String
 
     init() throws {

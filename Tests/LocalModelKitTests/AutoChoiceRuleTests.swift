@@ -1,4 +1,3 @@
-import GlassesCore
 import Testing
 @testable import LocalModelKit
 
@@ -23,10 +22,10 @@ struct AutoChoiceRuleTests {
         var now: Int
         var free: Int64
         var modelId: String?
-        var reason: CloudFallbackReason?
+        var reason: CloudReason?
         var target: String?
         /// The finer reason beside upstream's (the rule knows only insufficientStorage).
-        var detail: CloudFallbackDetail? = nil
+        var detail: CloudDetail? = nil
         /// The class rung whose download does not fit the free storage, if any.
         var shortfall: String? = nil
         /// The step numbers the rule reaches, in order (4 is skipped when step 3 answers).
@@ -100,9 +99,7 @@ struct AutoChoiceRuleTests {
         #expect(d.cloudReason == c.reason)
         #expect(d.cloudDetail == c.detail)
         #expect(d.cloudReasonName == (c.detail?.rawValue ?? c.reason?.rawValue), "the command's cloudReason keeps the finer name")
-        #expect(d.choice.cloudReason == c.reason && d.choice.cloudDetail == c.detail, "the SDK's answer carries both")
         #expect(d.storageShortfall?.modelId == c.shortfall)
-        #expect(d.choice.storageShortfall == d.storageShortfall)
         #expect(d.downloadTarget == c.target)
         #expect(d.steps.map(\.number) == c.steps, "\(d.steps.map(\.description))")
         // A local answer is named by the step that chose it; a target by step 5.
@@ -113,7 +110,7 @@ struct AutoChoiceRuleTests {
     /// Every reason the engine can give is reachable from the table, and the one detail
     /// the rule itself knows (localTierNotRegistered is the SDK instance's own).
     @Test func everyReasonIsCovered() {
-        #expect(Set(Self.cases.compactMap(\.reason)) == Set(CloudFallbackReason.allCases))
+        #expect(Set(Self.cases.compactMap(\.reason)) == Set(CloudReason.allCases))
         #expect(Set(Self.cases.compactMap(\.detail)) == [.insufficientStorage])
     }
 

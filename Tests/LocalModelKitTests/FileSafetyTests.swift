@@ -93,7 +93,7 @@ struct FileSafetyTests {
             }
             let error = try #require(throws: SystemError.self) { _ = try FileIO.readFile(atPath: fifo, limit: 64) }
             #expect(error.message.contains("FIFO"), "\(error)")
-            #expect(throws: SystemError.self) { _ = try SHA256Hasher.hashFile(atPath: fifo) }
+            #expect(throws: FileHashError.self) { _ = try SHA256Hasher.hashFile(atPath: fifo) }
             #expect(try FileIO.readFile(atPath: "/proc/self/status", limit: 1 << 20).count > 0)
         }
     }

@@ -405,7 +405,7 @@ struct RecordsTests {
             let path = dir + "/records.sqlite3"
             let records = try Records(path: path)
             try records.write { try $0.noteCatalogVersion(2) }
-            #expect(throws: Boom.self) {
+            let thrown = #expect(throws: RecordsError.self) {
                 try records.write { ctx -> Int in
                     try ctx.upsert(InstallRecord(modelId: "m", kind: .llm, state: .installed, catalogVersion: 9, path: "/x",
                                                  totalBytes: 5, createdAt: 1, updatedAt: 1))
@@ -418,6 +418,8 @@ struct RecordsTests {
                     throw Boom()
                 }
             }
+            // The body's own error comes out as the records' one error type, naming it.
+            if case .aborted(_, let reason)? = thrown { #expect(reason.contains("Boom")) } else { Issue.record("\(String(describing: thrown))") }
             // …and gone after it, also for another connection.
             let other = try Records(path: path)
             for r in [records, other] {

@@ -118,11 +118,11 @@ func transferTestPolicy(stallTimeout: Double = 2, retryBudget: Int = 3) -> Trans
 /// A download with a hard deadline: past it the task is cancelled, so a transfer that
 /// never ends fails the test (as `.cancelled` after `deadline` seconds) instead of hanging it.
 func transferDownload(_ engine: LocalModelEngine, _ id: String, policy: TransferPolicy = transferTestPolicy(), progressInterval: Double = 0.05,
-              log: TransferEventLog = TransferEventLog(), deadline: Double = 30) async -> (result: Result<String, DownloadError>, seconds: Double) {
+              log: TransferEventLog = TransferEventLog(), deadline: Double = 30) async -> (result: Result<String, LocalModelError>, seconds: Double) {
     let clock = ContinuousClock()
     let start = clock.now
-    let task = Task { () -> Result<String, DownloadError> in
-        do throws(DownloadError) {
+    let task = Task { () -> Result<String, LocalModelError> in
+        do throws(LocalModelError) {
             return .success(try await engine.download(
                 modelId: id, options: DownloadOptions(policy: policy, progressInterval: progressInterval),
                 onEvent: { log.append($0) }))
@@ -144,7 +144,7 @@ func transferDownload(_ engine: LocalModelEngine, _ id: String, policy: Transfer
 }
 
 /// The download failed with this error.
-func transferFailure(_ result: Result<String, DownloadError>, sourceLocation: SourceLocation = #_sourceLocation) -> DownloadError? {
+func transferFailure(_ result: Result<String, LocalModelError>, sourceLocation: SourceLocation = #_sourceLocation) -> LocalModelError? {
     switch result {
     case .success(let path):
         Issue.record("expected the download to fail, it installed \(path)", sourceLocation: sourceLocation)
@@ -155,7 +155,7 @@ func transferFailure(_ result: Result<String, DownloadError>, sourceLocation: So
 }
 
 /// Installed, every file byte-identical to the source, `verify` clean, no partial left (P1, P5).
-func expectTransferInstalled(_ world: TransferWorld, _ engine: LocalModelEngine, _ id: String, _ result: Result<String, DownloadError>,
+func expectTransferInstalled(_ world: TransferWorld, _ engine: LocalModelEngine, _ id: String, _ result: Result<String, LocalModelError>,
                      _ files: [ServedFile], sourceLocation: SourceLocation = #_sourceLocation) throws {
     let finalPath = world.layout.installPath(id: id, kind: .llm)
     guard case .success(let path) = result else {
@@ -705,8 +705,8 @@ struct TransferFaultTests {
             try world.writePartial("cancel", file.path, Array(file.bytes[0..<present]))
             let engine = world.engine("cancel", [file])
             let options = DownloadOptions(policy: transferTestPolicy(stallTimeout: 3600), progressInterval: 0.05)
-            let task = Task { () -> DownloadError? in
-                do throws(DownloadError) {
+            let task = Task { () -> LocalModelError? in
+                do throws(LocalModelError) {
                     _ = try await engine.download(modelId: "cancel", options: options)
                     return nil
                 } catch {

@@ -80,24 +80,42 @@ public final class SHA256Hasher {
 
     /// Hashes a whole file in 1 MiB reads; returns the hash and the byte count.
     /// - Parameter limit: stop after this many bytes (used to hash a partial's prefix).
-    public static func hashFile(atPath path: String, limit: Int64 = .max) throws -> (sha256: String, size: Int64) {
-        let hasher = try SHA256Hasher()
-        // Non-blocking and checked after the open: a FIFO or a device put where a file was
-        // expected is refused, never waited on.
-        let file = try FileDescriptor.open(path, flags: O_RDONLY | O_NONBLOCK)
-        try file.requireRegularFile()
+    public static func hashFile(atPath path: String, limit: Int64 = .max) throws(FileHashError) -> (sha256: String, size: Int64) {
+        let hasher: SHA256Hasher
+        do { hasher = try SHA256Hasher() } catch { throw .crypto(error) }
         let bufferSize = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)
         defer { buffer.deallocate() }
-        var remaining = limit
-        while remaining > 0 {
-            let want = Int(min(Int64(bufferSize), remaining))
-            let n = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]))
-            if n == 0 { break }
-            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            remaining -= Int64(n)
+        do {
+            // Non-blocking and checked after the open: a FIFO or a device put where a file was
+            // expected is refused, never waited on.
+            let file = try FileDescriptor.open(path, flags: O_RDONLY | O_NONBLOCK)
+            try file.requireRegularFile()
+            var remaining = limit
+            while remaining > 0 {
+                let want = Int(min(Int64(bufferSize), remaining))
+                let n = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]))
+                if n == 0 { break }
+                hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                remaining -= Int64(n)
+            }
+        } catch {
+            throw .system(error)
         }
-        return (try hasher.finalize(), hasher.count)
+        do { return (try hasher.finalize(), hasher.count) } catch { throw .crypto(error) }
+    }
+}
+
+/// Why a file could not be hashed: reading it, or libcrypto.
+public enum FileHashError: Error, Sendable, CustomStringConvertible {
+    case system(SystemError)
+    case crypto(CryptoError)
+
+    public var description: String {
+        switch self {
+        case .system(let error): return error.message
+        case .crypto(let error): return "\(error)"
+        }
     }
 }
 

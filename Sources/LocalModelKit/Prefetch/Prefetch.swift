@@ -1,4 +1,3 @@
-import GlassesCore
 
 /// What an unattended prefetch may do: the rules of the DESIGN's "Prefetch" section.
 public struct PrefetchPolicy: Sendable {

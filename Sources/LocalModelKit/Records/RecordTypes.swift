@@ -105,6 +105,9 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     case symbolicLink(path: String)
     /// Any other SQLite failure.
     case sqlite(SQLiteError)
+    /// A transaction's body gave up with an error of its own (`reason`); nothing of the
+    /// transaction was written.
+    case aborted(path: String, reason: String)
 
     /// True when the failure is a full disk (so callers may skip optional writes).
     public var isDiskFull: Bool {
@@ -116,6 +119,8 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case let .corrupt(path, detail):
             return "records database \(path) is damaged or not a database (\(detail)); it is left as it is. Move it aside with its -wal/-shm files (nothing is deleted): \(RecordsRecovery.moveAsideCommand(recordsPath: path)) — then run 'glasses-local doctor': it starts new records (install records and history are lost) and says which models on disk are re-verified and which are fetched again."
+        case let .aborted(path, reason):
+            return "a change to the records database \(path) was abandoned (\(reason)); nothing of it was written."
         case let .unavailable(path, detail):
             return "records database \(path) cannot be opened (\(detail)). Check that the folder exists and is writable by this user, or choose another store with --store or EXTENTOS_MODELS_DIR."
         case let .newerSchema(path, found, supported):

@@ -206,8 +206,10 @@ public final class Records: Sendable {
 
     /// Runs `body` in one `BEGIN IMMEDIATE` transaction: all of it commits or none.
     /// A database busy with another process's write is waited for, never reported.
-    public func write<T: Sendable>(_ body: (WriteContext) throws -> T) throws -> T {
-        try connection.withLock { (db: inout SQLiteConnection) throws -> T in
+    /// `body` uses the context's statements, which throw `SQLiteError`; whatever it throws
+    /// comes out as the records' one error type.
+    public func write<T>(_ body: (WriteContext) throws -> T) throws(RecordsError) -> T {
+        try connection.withLock { (db: inout SQLiteConnection) throws(RecordsError) -> T in
             let conn = db
             try Records.withBusyRetry(path: path, limit: busyLimitSeconds) { () throws(SQLiteError) in
                 try conn.execute("BEGIN IMMEDIATE")
@@ -220,55 +222,65 @@ public final class Records: Sendable {
                 return result
             } catch {
                 if conn.isInTransaction { try? conn.execute("ROLLBACK") }
-                if let sqlite = error as? SQLiteError { throw Records.classify(sqlite, path: path) }
-                throw error
+                throw Records.classify(any: error, path: path)
             }
         }
     }
 
     /// Runs read-only queries on one consistent snapshot (one deferred transaction:
     /// another process's commit never shows up halfway through).
-    public func read<T: Sendable>(_ body: (ReadContext) throws -> T) throws -> T {
-        try connection.withLock { (db: inout SQLiteConnection) throws -> T in
+    public func read<T>(_ body: (ReadContext) throws -> T) throws(RecordsError) -> T {
+        try connection.withLock { (db: inout SQLiteConnection) throws(RecordsError) -> T in
             let conn = db
             do {
-                try conn.query("BEGIN")
+                _ = try conn.query("BEGIN")
                 defer { if conn.isInTransaction { _ = try? conn.query("COMMIT") } }
                 return try body(ReadContext(db: conn))
-            } catch let error as SQLiteError {
-                throw Records.classify(error, path: path)
+            } catch {
+                throw Records.classify(any: error, path: path)
             }
+        }
+    }
+
+    /// What a transaction's body threw, as the records' error: SQLite's classified, the
+    /// records' own as they are. The contexts throw nothing else; anything else would be a
+    /// body doing more than records work, reported with its description.
+    static func classify(any error: any Error, path: String) -> RecordsError {
+        switch error {
+        case let failure as RecordsError: return failure
+        case let sqlite as SQLiteError: return classify(sqlite, path: path)
+        default: return .aborted(path: path, reason: String(describing: error))
         }
     }
 
     // MARK: Convenience
 
-    public func install(_ modelId: String) throws -> InstallRecord? { try read { try $0.install(modelId) } }
-    public func installs() throws -> [InstallRecord] { try read { try $0.installs() } }
-    public func files(_ modelId: String) throws -> [FileRecord] { try read { try $0.files(modelId) } }
-    public func history(modelId: String? = nil, limit: Int = 1000) throws -> [HistoryEvent] {
+    public func install(_ modelId: String) throws(RecordsError) -> InstallRecord? { try read { try $0.install(modelId) } }
+    public func installs() throws(RecordsError) -> [InstallRecord] { try read { try $0.installs() } }
+    public func files(_ modelId: String) throws(RecordsError) -> [FileRecord] { try read { try $0.files(modelId) } }
+    public func history(modelId: String? = nil, limit: Int = 1000) throws(RecordsError) -> [HistoryEvent] {
         try read { try $0.history(modelId: modelId, limit: limit) }
     }
 
     /// Appends one history event in its own transaction.
-    public func append(_ kind: HistoryEvent.Kind, modelId: String?, detail: String? = nil) throws {
+    public func append(_ kind: HistoryEvent.Kind, modelId: String?, detail: String? = nil) throws(RecordsError) {
         try write { try $0.append(kind, modelId: modelId, detail: detail) }
     }
 
     /// `PRAGMA integrity_check`: "ok", or SQLite's list of problems.
-    public func integrityCheck() throws -> String {
+    public func integrityCheck() throws(RecordsError) -> String {
         try read { ctx in
             try ctx.db.query("PRAGMA integrity_check").compactMap { $0[0].string }.joined(separator: "; ")
         }
     }
 
     /// `PRAGMA journal_mode` as it is now.
-    public func journalMode() throws -> String {
+    public func journalMode() throws(RecordsError) -> String {
         try read { try $0.db.scalar("PRAGMA journal_mode").string ?? "" }
     }
 
     /// `PRAGMA user_version`.
-    public func userVersion() throws -> Int {
+    public func userVersion() throws(RecordsError) -> Int {
         try read { Int(try $0.db.scalar("PRAGMA user_version").int64 ?? 0) }
     }
 }

@@ -15,16 +15,16 @@ public struct ReadContext {
                              installedAt: row[8].double, lastError: row[9].string, source: row[10].string)
     }
 
-    public func install(_ modelId: String) throws -> InstallRecord? {
+    public func install(_ modelId: String) throws(SQLiteError) -> InstallRecord? {
         try db.query("SELECT \(Self.installColumns) FROM installs WHERE model_id = ?", [.text(modelId)]).first.flatMap(Self.decodeInstall)
     }
 
-    public func installs() throws -> [InstallRecord] {
+    public func installs() throws(SQLiteError) -> [InstallRecord] {
         try db.query("SELECT \(Self.installColumns) FROM installs ORDER BY model_id").compactMap(Self.decodeInstall)
     }
 
     /// Every model's file rows, in one query (start-up repair checks them all).
-    public func allFiles() throws -> [String: [FileRecord]] {
+    public func allFiles() throws(SQLiteError) -> [String: [FileRecord]] {
         var out: [String: [FileRecord]] = [:]
         for row in try db.query("""
             SELECT model_id, path, size, sha256, etag, last_modified, bytes_present, verified_sha256
@@ -39,7 +39,7 @@ public struct ReadContext {
 
     /// `sha256:size` of every verified file of an installed model: the bytes the store holds
     /// (what a download links instead of fetching). One lean query for start-up.
-    public func heldFiles() throws -> Set<String> {
+    public func heldFiles() throws(SQLiteError) -> Set<String> {
         var held = Set<String>()
         for row in try db.query("""
             SELECT f.verified_sha256, f.size FROM files f JOIN installs i ON i.model_id = f.model_id
@@ -50,7 +50,7 @@ public struct ReadContext {
         return held
     }
 
-    public func files(_ modelId: String) throws -> [FileRecord] {
+    public func files(_ modelId: String) throws(SQLiteError) -> [FileRecord] {
         try db.query("""
             SELECT path, size, sha256, etag, last_modified, bytes_present, verified_sha256
             FROM files WHERE model_id = ? ORDER BY path
@@ -61,7 +61,7 @@ public struct ReadContext {
     }
 
     /// Newest last; `limit` keeps the newest events.
-    public func history(modelId: String?, limit: Int) throws -> [HistoryEvent] {
+    public func history(modelId: String?, limit: Int) throws(SQLiteError) -> [HistoryEvent] {
         let rows: [SQLiteRow]
         if let modelId {
             rows = try db.query("SELECT id, at, model_id, event, detail FROM (SELECT * FROM events WHERE model_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
@@ -74,21 +74,21 @@ public struct ReadContext {
     }
 
     /// Bytes reserved by downloads in flight, except `excluding`'s own.
-    public func reservedBytes(excluding modelId: String? = nil) throws -> Int64 {
+    public func reservedBytes(excluding modelId: String? = nil) throws(SQLiteError) -> Int64 {
         // Summed here, saturating: SQLite's SUM fails on an overflow, and a damaged or
         // hostile database must not stop every download (P12).
         ExternalNumber.saturatingSum(try db.query("SELECT bytes FROM reservations WHERE model_id IS NOT ?",
                                                   [modelId.map { .text($0) } ?? .null]).map { $0[0].int64 ?? 0 })
     }
 
-    public func reservations() throws -> [(modelId: String, pid: Int32, bytes: Int64)] {
+    public func reservations() throws(SQLiteError) -> [(modelId: String, pid: Int32, bytes: Int64)] {
         try db.query("SELECT model_id, pid, bytes FROM reservations ORDER BY model_id").map {
             ($0[0].string ?? "", Int32(truncatingIfNeeded: $0[1].int64 ?? 0), max(0, $0[2].int64 ?? 0))
         }
     }
 
     /// Resume state of a download in flight (validators for `If-Range`, bytes present).
-    public func partialFiles(_ modelId: String) throws -> [FileRecord] {
+    public func partialFiles(_ modelId: String) throws(SQLiteError) -> [FileRecord] {
         try db.query("SELECT path, size, etag, last_modified, bytes_present FROM partial_files WHERE model_id = ? ORDER BY path",
                      [.text(modelId)]).map { row in
             FileRecord(path: row[0].string ?? "", size: row[1].int64 ?? 0, sha256: nil, etag: row[2].string,
@@ -97,13 +97,13 @@ public struct ReadContext {
     }
 
     /// The highest catalog version this store has accepted (0 when none).
-    public func highestCatalogVersion() throws -> Int {
+    public func highestCatalogVersion() throws(SQLiteError) -> Int {
         Int(try db.scalar("SELECT value FROM meta WHERE key = 'catalogVersion'").int64 ?? 0)
     }
 
     /// The digest of the signed catalog of `version` as it was accepted (its bytes and its
     /// signature's, `CatalogDigest`), or nil for a catalog accepted before digests were kept.
-    public func catalogDigest(version: Int) throws -> String? {
+    public func catalogDigest(version: Int) throws(SQLiteError) -> String? {
         try db.scalar("SELECT value FROM meta WHERE key = ?", [.text("catalogDigest.\(version)")]).string
     }
 }
@@ -117,7 +117,7 @@ public struct WriteContext {
     public var read: ReadContext { ReadContext(db: db) }
 
     /// Inserts or replaces a model's record (its files are kept unless replaced).
-    public func upsert(_ r: InstallRecord) throws {
+    public func upsert(_ r: InstallRecord) throws(SQLiteError) {
         try db.query("""
             INSERT INTO installs (model_id, kind, state, catalog_version, path, total_bytes, created_at, updated_at, installed_at, last_error, source)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -132,12 +132,12 @@ public struct WriteContext {
     }
 
     /// Replaces every file row of a model.
-    public func setFiles(_ modelId: String, _ files: [FileRecord]) throws {
+    public func setFiles(_ modelId: String, _ files: [FileRecord]) throws(SQLiteError) {
         try db.query("DELETE FROM files WHERE model_id = ?", [.text(modelId)])
         for f in files { try upsertFile(modelId, f) }
     }
 
-    public func upsertFile(_ modelId: String, _ f: FileRecord) throws {
+    public func upsertFile(_ modelId: String, _ f: FileRecord) throws(SQLiteError) {
         try db.query("""
             INSERT INTO files (model_id, path, size, sha256, etag, last_modified, bytes_present, verified_sha256)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -150,31 +150,31 @@ public struct WriteContext {
 
     /// Removes a model's record and its files' rows. Returns whether there was one.
     @discardableResult
-    public func deleteInstall(_ modelId: String) throws -> Bool {
+    public func deleteInstall(_ modelId: String) throws(SQLiteError) -> Bool {
         try db.query("DELETE FROM files WHERE model_id = ?", [.text(modelId)])
         try db.query("DELETE FROM installs WHERE model_id = ?", [.text(modelId)])
         return db.changes > 0
     }
 
-    public func append(_ kind: HistoryEvent.Kind, modelId: String?, detail: String? = nil) throws {
+    public func append(_ kind: HistoryEvent.Kind, modelId: String?, detail: String? = nil) throws(SQLiteError) {
         try db.query("INSERT INTO events (at, model_id, event, detail) VALUES (?, ?, ?, ?)",
                      [.real(now), modelId.map { .text($0) } ?? .null, .text(kind.rawValue), detail.map { .text($0) } ?? .null])
     }
 
     /// Reserves (or updates) the bytes a download of `modelId` still needs.
-    public func reserve(_ modelId: String, bytes: Int64, pid: Int32) throws {
+    public func reserve(_ modelId: String, bytes: Int64, pid: Int32) throws(SQLiteError) {
         try db.query("""
             INSERT INTO reservations (model_id, pid, bytes, created_at) VALUES (?, ?, ?, ?)
             ON CONFLICT(model_id) DO UPDATE SET pid = excluded.pid, bytes = excluded.bytes
             """, [.text(modelId), .integer(Int64(pid)), .integer(max(0, bytes)), .real(now)])
     }
 
-    public func release(_ modelId: String) throws {
+    public func release(_ modelId: String) throws(SQLiteError) {
         try db.query("DELETE FROM reservations WHERE model_id = ?", [.text(modelId)])
     }
 
     /// Saves a file's resume state.
-    public func upsertPartialFile(_ modelId: String, _ f: FileRecord) throws {
+    public func upsertPartialFile(_ modelId: String, _ f: FileRecord) throws(SQLiteError) {
         try db.query("""
             INSERT INTO partial_files (model_id, path, size, etag, last_modified, bytes_present, updated_at)
             VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -184,12 +184,12 @@ public struct WriteContext {
                   f.lastModified.map { .text($0) } ?? .null, .integer(f.bytesPresent), .real(now)])
     }
 
-    public func clearPartialFiles(_ modelId: String) throws {
+    public func clearPartialFiles(_ modelId: String) throws(SQLiteError) {
         try db.query("DELETE FROM partial_files WHERE model_id = ?", [.text(modelId)])
     }
 
     /// Records a catalog version as seen; it never goes down.
-    public func noteCatalogVersion(_ version: Int) throws {
+    public func noteCatalogVersion(_ version: Int) throws(SQLiteError) {
         try db.query("""
             INSERT INTO meta (key, value) VALUES ('catalogVersion', ?)
             ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)
@@ -199,7 +199,7 @@ public struct WriteContext {
     /// Remembers what the accepted catalog of `version` looked like (its digest), so that a
     /// stored copy that no longer matches is known to be damaged, not merely signed by a key
     /// this process does not trust.
-    public func noteCatalogDigest(version: Int, digest: String) throws {
+    public func noteCatalogDigest(version: Int, digest: String) throws(SQLiteError) {
         try db.query("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                      [.text("catalogDigest.\(version)"), .text(digest)])
     }

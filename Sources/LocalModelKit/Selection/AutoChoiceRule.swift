@@ -1,5 +1,3 @@
-import GlassesCore
-
 /// A ladder rung as the rule sees it: plain values only.
 public struct LadderRung: Sendable, Equatable {
     public var id: String
@@ -34,11 +32,47 @@ public struct AutoChoiceInputs: Sendable, Equatable {
     }
 }
 
+/// Why the cloud must serve, as the rule decides it. The engine's own vocabulary: the SDK
+/// facade maps it onto upstream's `CloudFallbackReason` (same names, same meanings).
+public enum CloudReason: String, Sendable, CaseIterable, Equatable {
+    case belowQualityFloor
+    case insufficientMemoryNow
+    case weightsNotPresent
+    case noEligibleRungs
+}
+
+/// A finer reason under a `CloudReason`, where the rule knows one.
+public enum CloudDetail: String, Sendable, CaseIterable, Equatable {
+    /// Under `weightsNotPresent`: no download of an eligible rung fits the free storage.
+    case insufficientStorage
+
+    /// The reason it refines.
+    public var reason: CloudReason {
+        switch self {
+        case .insufficientStorage: return .weightsNotPresent
+        }
+    }
+}
+
+/// The class rung's download when it does not fit the free storage (MiB: required rounded
+/// up, available rounded down).
+public struct StorageShortfall: Sendable, Equatable {
+    public var modelId: String
+    public var requiredMb: Int
+    public var availableMb: Int
+
+    public init(modelId: String, requiredMb: Int, availableMb: Int) {
+        self.modelId = modelId
+        self.requiredMb = requiredMb
+        self.availableMb = availableMb
+    }
+}
+
 /// The rule's answer, with the reasoning for `auto --explain`.
 public struct AutoDecision: Sendable, Equatable {
     /// One step of the rule as it ran.
     public struct Step: Sendable, Equatable, CustomStringConvertible {
-        /// The DESIGN's step number, 1–5.
+        /// The rule's step number, 1–5 (docs/ARCHITECTURE.md, "autoChoice").
         public var number: Int
         /// The rung the step settled on, if any.
         public var rungId: String?
@@ -49,29 +83,22 @@ public struct AutoDecision: Sendable, Equatable {
 
     public var modelId: String?
     public var isLocal: Bool { modelId != nil }
-    /// Why the cloud must serve: one of the upstream SDK's four reasons.
-    public var cloudReason: CloudFallbackReason?
-    /// The finer reason, when the rule knows one (`insufficientStorage`; never
-    /// `localTierNotRegistered`, which only an SDK instance can answer).
-    public var cloudDetail: CloudFallbackDetail? = nil
+    /// Why the cloud must serve.
+    public var cloudReason: CloudReason?
+    /// The finer reason, when the rule knows one.
+    public var cloudDetail: CloudDetail? = nil
     public var downloadTarget: String?
     /// The class rung's download, when it does not fit the free storage.
-    public var storageShortfall: AutoChoice.StorageShortfall? = nil
+    public var storageShortfall: StorageShortfall? = nil
     /// Every step that ran, in order; step 5 (the download target) always comes last.
     public var steps: [Step]
 
     /// The finest reason's name: the detail when there is one, else the reason (what the
     /// command's `auto` prints and its JSON `cloudReason` holds).
     public var cloudReasonName: String? { cloudDetail?.rawValue ?? cloudReason?.rawValue }
-
-    /// The answer as the SDK hands it to an app.
-    public var choice: AutoChoice {
-        AutoChoice(modelId: modelId, cloudReason: cloudReason, downloadTarget: downloadTarget, cloudDetail: cloudDetail,
-                   storageShortfall: storageShortfall)
-    }
 }
 
-/// The autoChoice rule of the DESIGN, as a pure function.
+/// The autoChoice rule (docs/ARCHITECTURE.md, "autoChoice"), as a pure function.
 public enum AutoChoiceRule {
     public static func decide(_ input: AutoChoiceInputs) -> AutoDecision {
         var steps: [AutoDecision.Step] = []
@@ -79,7 +106,7 @@ public enum AutoChoiceRule {
             steps.append(AutoDecision.Step(number: number, rungId: rung?.id, text: text))
         }
         func step(_ number: Int, _ text: String) { step(number, nil, text) }
-        func answer(_ modelId: String?, _ reason: CloudFallbackReason?, detail: CloudFallbackDetail? = nil, target: Target? = nil) -> AutoDecision {
+        func answer(_ modelId: String?, _ reason: CloudReason?, detail: CloudDetail? = nil, target: Target? = nil) -> AutoDecision {
             AutoDecision(modelId: modelId, cloudReason: modelId == nil ? reason : nil, cloudDetail: modelId == nil ? detail : nil,
                          downloadTarget: target?.rung?.id, storageShortfall: target?.shortfall, steps: steps)
         }
@@ -128,7 +155,7 @@ public enum AutoChoiceRule {
             return answer(fallback.id, nil, target: target)
         }
         // Upstream's reason stays weightsNotPresent; that no download fits either is the detail.
-        let detail: CloudFallbackDetail? = target.storageBlocked ? .insufficientStorage : nil
+        let detail: CloudDetail? = target.storageBlocked ? .insufficientStorage : nil
         step(4, "\(sessionRung.id) is not installed, nor any rung below it → cloud (weightsNotPresent"
              + (detail.map { ", detail \($0.rawValue)" } ?? "") + ")")
         step(5, target.rung, target.text)
@@ -140,7 +167,7 @@ public enum AutoChoiceRule {
     private struct Target {
         var rung: LadderRung?
         var storageBlocked = false
-        var shortfall: AutoChoice.StorageShortfall?
+        var shortfall: StorageShortfall?
         var text: String
     }
 
@@ -154,7 +181,7 @@ public enum AutoChoiceRule {
         if classRung.storageNeededBytes <= free {
             return Target(rung: classRung, text: "download target \(classRung.id): needs \(mb(classRung.storageNeededBytes)) MiB of storage, \(self.free(free)) MiB is free")
         }
-        let shortfall = AutoChoice.StorageShortfall(modelId: classRung.id, requiredMb: Int(clamping: mb(classRung.storageNeededBytes)),
+        let shortfall = StorageShortfall(modelId: classRung.id, requiredMb: Int(clamping: mb(classRung.storageNeededBytes)),
                                                     availableMb: Int(clamping: self.free(free)))
         // The largest smaller rung that is installed or whose download fits. An installed one
         // means nothing smaller is worth fetching.

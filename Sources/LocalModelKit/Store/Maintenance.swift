@@ -46,9 +46,9 @@ public struct GCReport: Sendable, Equatable {
 extension LocalModelEngine {
     /// Runs `body` holding model `id`'s lock: download, delete, verify --repair. Another
     /// process holding it is `busy` (exit 7).
-    func withModelLock<T>(_ id: String, _ body: () throws(DownloadError) -> T) throws(DownloadError) -> T {
+    func withModelLock<T>(_ id: String, _ body: () throws(LocalModelError) -> T) throws(LocalModelError) -> T {
         let held: FileLock?
-        do { held = try layout.tryModelLock(id) } catch { throw .system(error, modelId: id) }
+        do { held = try layout.tryModelLock(id, grace: FileLock.busyGrace) } catch { throw .system(error, modelId: id) }
         guard let lock = held else { throw .busy(modelId: id) }
         defer { lock.unlock() }
         return try body()
@@ -58,11 +58,11 @@ extension LocalModelEngine {
     /// (taken read-only where this user may not write the lock file). On a store this user
     /// cannot write and whose lock file does not exist yet, the read goes ahead without
     /// it; `body` is told why, so the answer can say so.
-    func withModelReadLock<T>(_ id: String, _ body: (_ withoutLockBecause: String?) throws(DownloadError) -> T) throws(DownloadError) -> T {
+    func withModelReadLock<T>(_ id: String, _ body: (_ withoutLockBecause: String?) throws(LocalModelError) -> T) throws(LocalModelError) -> T {
         let lock = FileLock(path: layout.lockPath(id: id))
         do {
-            guard try lock.tryLock(exclusive: false) else { throw DownloadError.busy(modelId: id) }
-        } catch let error as DownloadError {
+            guard try lock.tryLock(exclusive: false, grace: FileLock.busyGrace) else { throw LocalModelError.busy(modelId: id) }
+        } catch let error as LocalModelError {
             throw error
         } catch let error as SystemError where [EACCES, EROFS, EPERM, ENOENT].contains(error.errno) {
             return try body("the store is not writable by this user and \(lock.path) cannot be created (\(error.message))")
@@ -75,14 +75,14 @@ extension LocalModelEngine {
 
     /// Removes a model's files, partial data and record. Refuses while any process holds
     /// the model's lock (a download in progress).
-    public func delete(modelId id: String) throws(DownloadError) -> DeleteResult {
+    public func delete(modelId id: String) throws(LocalModelError) -> DeleteResult {
         let records: Records
         records = try open().records
         let record: InstallRecord?
         do { record = try records.install(id) } catch { throw .wrap(error, modelId: id) }
         let model = catalog.model(id: id)
         guard model != nil || record != nil else { throw .unknownModel(id) }
-        return try withModelLock(id) { () throws(DownloadError) -> DeleteResult in
+        return try withModelLock(id) { () throws(LocalModelError) -> DeleteResult in
             let kind = model?.kind ?? record?.kind ?? .llm
             let finalPath = record.map(layout.folder(of:)) ?? layout.installPath(id: id, kind: kind)
             let aside = layout.stagingRoot + "/" + id + ".deleting"
@@ -125,7 +125,7 @@ extension LocalModelEngine {
     /// computed at install. With `repair`, fetches only the bad files again.
     public func verify(modelId id: String, repair: Bool = false, options: DownloadOptions = DownloadOptions(),
                        cancellation: CancellationFlag = CancellationFlag(),
-                       onEvent: @escaping (DownloadEvent) -> Void = { _ in }) throws(DownloadError) -> VerifyReport {
+                       onEvent: @escaping (DownloadEvent) -> Void = { _ in }) throws(LocalModelError) -> VerifyReport {
         guard let model = catalog.model(id: id) else { throw .unknownModel(id) }
         // A voice bundle placed in its folder is checked and adopted first; one that cannot
         // be (busy, mismatched) leaves the answer to the install records, as always.
@@ -134,11 +134,11 @@ extension LocalModelEngine {
         records = try open().records
         if repair { try requireStoreCatalog() }
         // Reading takes a shared lock; repairing writes, so it takes the model's own.
-        func locked(_ body: (String?) throws(DownloadError) -> VerifyReport) throws(DownloadError) -> VerifyReport {
-            if repair { return try withModelLock(id) { () throws(DownloadError) in try body(nil) } }
+        func locked(_ body: (String?) throws(LocalModelError) -> VerifyReport) throws(LocalModelError) -> VerifyReport {
+            if repair { return try withModelLock(id) { () throws(LocalModelError) in try body(nil) } }
             return try withModelReadLock(id, body)
         }
-        return try locked { withoutLock throws(DownloadError) -> VerifyReport in
+        return try locked { withoutLock throws(LocalModelError) -> VerifyReport in
             let record: InstallRecord?
             let recorded: [FileRecord]
             do {
@@ -208,7 +208,7 @@ extension LocalModelEngine {
     /// swaps each into place with one rename.
     private func refetch(_ model: CatalogModel, files paths: [String], into folder: String, records: Records,
                          options: DownloadOptions, cancellation: CancellationFlag,
-                         onEvent: @escaping (DownloadEvent) -> Void) throws(DownloadError) -> [String] {
+                         onEvent: @escaping (DownloadEvent) -> Void) throws(LocalModelError) -> [String] {
         guard let base = model.sources.compactMap({ source -> String? in
             if case .files(let b) = source { return b }
             return nil
@@ -267,38 +267,42 @@ extension LocalModelEngine {
     /// Removes data nothing refers to: partial data of models the catalog no longer has,
     /// partial data of models already installed, and staging leftovers — each under its
     /// model's lock, so a download in progress is never touched.
-    public func gc() throws -> GCReport {
-        let records = try open().records
-        var removed: [(String, Int64)] = []
-        for name in try FileIO.listDirectory(layout.partialRoot) {
-            let id = StoreLayout.modelId(fromLeftover: name)
-            let path = layout.partialRoot + "/" + name
-            guard let lock = try layout.tryModelLock(id) else { continue }
-            defer { lock.unlock() }
-            let known = catalog.model(id: id) != nil
-            let record = try records.install(id)
-            // Partial data of the installed version is a leftover; of a newer catalog version it is an update's resume data.
-            let installed = record?.state == .installed && record?.catalogVersion == catalog.catalogVersion
-            let isRepair = name.hasSuffix(".repair")
-            if !known || installed || isRepair {
+    public func gc() throws(LocalModelError) -> GCReport {
+        do {
+            let records = try open().records
+            var removed: [(String, Int64)] = []
+            for name in try FileIO.listDirectory(layout.partialRoot) {
+                let id = StoreLayout.modelId(fromLeftover: name)
+                let path = layout.partialRoot + "/" + name
+                guard let lock = try layout.tryModelLock(id) else { continue }
+                defer { lock.unlock() }
+                let known = catalog.model(id: id) != nil
+                let record = try records.install(id)
+                // Partial data of the installed version is a leftover; of a newer catalog version it is an update's resume data.
+                let installed = record?.state == .installed && record?.catalogVersion == catalog.catalogVersion
+                let isRepair = name.hasSuffix(".repair")
+                if !known || installed || isRepair {
+                    removed.append((path, try layout.remove(path)))
+                }
+            }
+            for name in try FileIO.listDirectory(layout.stagingRoot) {
+                let id = StoreLayout.modelId(fromLeftover: name)
+                guard let lock = try layout.tryModelLock(id) else { continue }
+                defer { lock.unlock() }
+                let path = layout.stagingRoot + "/" + name
                 removed.append((path, try layout.remove(path)))
             }
-        }
-        for name in try FileIO.listDirectory(layout.stagingRoot) {
-            let id = StoreLayout.modelId(fromLeftover: name)
-            guard let lock = try layout.tryModelLock(id) else { continue }
-            defer { lock.unlock() }
-            let path = layout.stagingRoot + "/" + name
-            removed.append((path, try layout.remove(path)))
-        }
-        try records.write { ctx in
-            for model in catalog.models where !FileIO.exists(layout.partialPath(id: model.id)) && !FileIO.exists(layout.partialArchivePath(id: model.id)) {
-                try ctx.clearPartialFiles(model.id)
+            try records.write { ctx in
+                for model in catalog.models where !FileIO.exists(layout.partialPath(id: model.id)) && !FileIO.exists(layout.partialArchivePath(id: model.id)) {
+                    try ctx.clearPartialFiles(model.id)
+                }
+                if !removed.isEmpty {
+                    try ctx.append(.repaired, modelId: nil, detail: "gc removed \(removed.count) item(s), \(removed.reduce(0) { $0 + $1.1 }) bytes")
+                }
             }
-            if !removed.isEmpty {
-                try ctx.append(.repaired, modelId: nil, detail: "gc removed \(removed.count) item(s), \(removed.reduce(0) { $0 + $1.1 }) bytes")
-            }
+            return GCReport(removed: removed.map { (path: $0.0, bytes: $0.1) })
+        } catch {
+            throw .wrap(error)
         }
-        return GCReport(removed: removed.map { (path: $0.0, bytes: $0.1) })
     }
 }

@@ -186,6 +186,23 @@ public final class FileLock {
         return true
     }
 
+    /// `tryLock`, trying again for up to `grace` seconds before answering false. A lock is
+    /// sometimes held a moment after its owner let go: a child process forked by the same
+    /// program at that instant holds a copy of the descriptor (and with it the `flock`)
+    /// until it execs. Commands a person or an app runs wait that moment out instead of
+    /// reporting busy; start-up repair, which must never wait, uses `tryLock`.
+    public func tryLock(exclusive: Bool = true, grace: Double) throws(SystemError) -> Bool {
+        let deadline = monotonicSeconds() + grace
+        while true {
+            if try tryLock(exclusive: exclusive) { return true }
+            if monotonicSeconds() >= deadline { return false }
+            FileIO.pause(microseconds: 10_000)
+        }
+    }
+
+    /// How long user-facing commands give a lock to come free before reporting busy.
+    public static let busyGrace = 0.5
+
     /// Waits for the lock.
     public func lock(exclusive: Bool = true) throws(SystemError) {
         if file != nil { return }
@@ -234,11 +251,11 @@ extension StoreLayout {
     /// should make — when this user may not take it. A leftover whose name is no valid id
     /// has no lock to take: the returned lock then holds nothing. Released when the
     /// returned value goes away (or by `unlock()`).
-    func tryModelLock(_ id: String, exclusive: Bool = true, ifPermitted: Bool = false) throws(SystemError) -> FileLock? {
+    func tryModelLock(_ id: String, exclusive: Bool = true, ifPermitted: Bool = false, grace: Double = 0) throws(SystemError) -> FileLock? {
         let lock = FileLock(path: lockPath(id: id))
         guard CatalogRules.idProblem(id) == nil else { return lock }
         do {
-            return try lock.tryLock(exclusive: exclusive) ? lock : nil
+            return try lock.tryLock(exclusive: exclusive, grace: grace) ? lock : nil
         } catch where ifPermitted && [EACCES, EROFS, EPERM].contains(error.errno) {
             return nil
         }

@@ -4,7 +4,6 @@ import Glibc
 import Darwin
 #endif
 import CSystem
-import GlassesCore
 
 extension FileIO {
     /// A pthread mutex with a condition variable: for the few places that wait for another
@@ -85,5 +84,18 @@ extension FileIO {
     }
 }
 
-/// The package's lock for shared state (defined beside the SDK seam, which needs it too).
-public typealias Locked = GlassesCore.Locked
+/// A value behind a pthread mutex: what `Synchronization.Mutex` does, in a form
+/// ThreadSanitizer understands (on Linux `Mutex` is a futex the sanitizer cannot see, so
+/// every access under it would be reported as a race). The engine's lock for shared state.
+public final class Locked<Value>: @unchecked Sendable {
+    // @unchecked: `value` is only touched while `lock` is held.
+    private let lock = FileIO.Lock()
+    private var value: Value
+
+    public init(_ value: Value) { self.value = value }
+
+    /// Runs `body` with the value, holding the lock.
+    public func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
+        try lock.withLock { () throws(E) -> T in try body(&value) }
+    }
+}

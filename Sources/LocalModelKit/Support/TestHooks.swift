@@ -1,29 +1,37 @@
 import FoundationEssentials
 
-/// Fault-injection points for the reliability tests.
+/// Fault-injection points for the reliability tests: not API, and off unless the one
+/// test-only switch is set.
 ///
-/// - `GLASSES_LOCAL_HOLD_AT=<point>`: the process prints `HOLD <point>` on stderr when it
-///   reaches the point and then waits forever, so a test can `kill -9` it at exactly that
-///   instant.
-/// - `GLASSES_LOCAL_PAUSE_AT=<point>`: the process prints `PAUSE <point>` and stops itself
-///   (`SIGSTOP`); the test changes the world (fills the disk) and sends `SIGCONT`.
+/// `GLASSES_LOCAL_TEST_HOOK=<action>@<point>`:
+/// - `hold@<point>`: the process prints `HOLD <point>` on stderr when it reaches the point
+///   and then waits forever, so a test can `kill -9` it at exactly that instant;
+/// - `pause@<point>`: it prints `PAUSE <point>` and stops itself (`SIGSTOP`); the test
+///   changes the world (fills the disk) and sends `SIGCONT`.
 ///
 /// Unset (always, outside tests), a point costs one comparison. Points: `download` (first
 /// bytes written), `hash` (a resume base hashed), `unpack` (first archive entry written),
 /// `install` (tree moved to staging), `after-rename` (renamed into place, not committed),
 /// `after-commit` (committed, not cleaned up), `records-write` (just before `verify`
 /// records its result, or `delete` commits after freeing the space).
-public enum TestHooks {
-    static let holdAt: String? = ProcessInfo.processInfo.environment["GLASSES_LOCAL_HOLD_AT"]
-    static let pauseAt: String? = ProcessInfo.processInfo.environment["GLASSES_LOCAL_PAUSE_AT"]
+enum TestHooks {
+    enum Action: String { case hold, pause }
+
+    /// The action and point the switch names, read once.
+    static let armed: (action: Action, point: String)? = {
+        guard let text = ProcessInfo.processInfo.environment["GLASSES_LOCAL_TEST_HOOK"], let at = text.firstIndex(of: "@"),
+              let action = Action(rawValue: String(text[..<at])) else { return nil }
+        return (action, String(text[text.index(after: at)...]))
+    }()
 
     @inline(__always)
-    public static func point(_ name: String) {
-        if let holdAt, holdAt == name {
+    static func point(_ name: String) {
+        guard let armed, armed.point == name else { return }
+        switch armed.action {
+        case .hold:
             try? FileIO.writeAll(Array("HOLD \(name)\n".utf8), to: 2)
             FileIO.sleepForever()
-        }
-        if let pauseAt, pauseAt == name {
+        case .pause:
             try? FileIO.writeAll(Array("PAUSE \(name)\n".utf8), to: 2)
             FileIO.stopSelf()
         }

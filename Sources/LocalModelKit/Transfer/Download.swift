@@ -57,13 +57,13 @@ extension LocalModelEngine {
     /// Runs the blocking transfer on a thread of its own. Task cancellation stops the
     /// transfer within a poll interval (≤ 100 ms) and keeps the partial data.
     public func download(modelId: String, options: DownloadOptions = DownloadOptions(),
-                         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) async throws(DownloadError) -> String {
+                         onEvent: @escaping @Sendable (DownloadEvent) -> Void = { _ in }) async throws(LocalModelError) -> String {
         let flag = CancellationFlag()
-        let result: Result<String, DownloadError> = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, DownloadError>, Never>) in
+        let result: Result<String, LocalModelError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, LocalModelError>, Never>) in
                 FileIO.startThread(name: "gl-download") {
-                    let outcome: Result<String, DownloadError>
-                    do throws(DownloadError) {
+                    let outcome: Result<String, LocalModelError>
+                    do throws(LocalModelError) {
                         outcome = .success(try self.downloadBlocking(modelId: modelId, options: options, cancellation: flag, onEvent: onEvent))
                     } catch {
                         outcome = .failure(error)
@@ -80,7 +80,7 @@ extension LocalModelEngine {
     /// Downloads, verifies and installs a model on the calling thread.
     /// - Returns: the install folder.
     public func downloadBlocking(modelId: String, options: DownloadOptions, cancellation: CancellationFlag,
-                                 onEvent: @escaping (DownloadEvent) -> Void) throws(DownloadError) -> String {
+                                 onEvent: @escaping (DownloadEvent) -> Void) throws(LocalModelError) -> String {
         guard let found = catalog.model(id: modelId) else { throw .unknownModel(modelId) }
         // With a source asked for, sizes, partial data and the space check follow it.
         let model = found.using(options.source)
@@ -89,7 +89,7 @@ extension LocalModelEngine {
         let records: Records
         records = try open().records
         try requireStoreCatalog()
-        return try withModelLock(modelId) { () throws(DownloadError) in
+        return try withModelLock(modelId) { () throws(LocalModelError) in
             try DownloadRun(engine: self, model: model, records: records, options: options, cancellation: cancellation, onEvent: onEvent).execute()
         }
     }

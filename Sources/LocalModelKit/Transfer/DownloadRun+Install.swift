@@ -14,7 +14,7 @@ extension DownloadRun {
     /// install folder by hand (`adoptPlaced`, whose `source` is the final folder itself).
     /// - Parameter origin: where the tree came from, for the record and the history (a
     ///   source's `recordText`, or the placed bundle's folder).
-    func install(from source: String, hashes: [String: String], finalPath: String, origin: String) throws(DownloadError) -> String {
+    func install(from source: String, hashes: [String: String], finalPath: String, origin: String) throws(LocalModelError) -> String {
         onEvent(.phase(.install))
         let staging = layout.stagingPath(id: id)
         let old = layout.stagingRoot + "/" + id + ".replaced"
@@ -35,7 +35,7 @@ extension DownloadRun {
             // (P1): whatever happened on the way, a hole is never recorded as installed.
             var checked = Set<String>()
             if let bad = model.files.first(where: { FileIO.regularFileSize($0.path, in: staging, checked: &checked) != $0.size }) {
-                throw DownloadError.incompleteInstall(modelId: id, file: bad.path, size: bad.size)
+                throw LocalModelError.incompleteInstall(modelId: id, file: bad.path, size: bad.size)
             }
             try FileIO.syncDirectory(layout.stagingRoot)
             TestHooks.point("install")
@@ -48,7 +48,7 @@ extension DownloadRun {
             }
             try layout.rename(staging, to: finalPath)
             try FileIO.syncDirectory(parent)
-        } catch let error as DownloadError {
+        } catch let error as LocalModelError {
             throw error
         } catch { throw io(error) }
         TestHooks.point("after-rename")

@@ -31,7 +31,7 @@ extension LocalModelEngine {
     ///   `catalogUnavailable` while an older catalog stands in for the store's; the store's
     ///   own failures (records, file system) when the install cannot be committed.
     @discardableResult
-    public func adoptPlacedBundle(modelId id: String) throws(DownloadError) -> Bool {
+    public func adoptPlacedBundle(modelId id: String) throws(LocalModelError) -> Bool {
         guard let model = catalog.model(id: id) else { throw .unknownModel(id) }
         let finalPath = layout.installPath(id: id, kind: model.kind)
         guard model.kind.acceptsPlacedBundle, FileIO.isDirectory(finalPath) else { return false }
@@ -40,7 +40,7 @@ extension LocalModelEngine {
             if try records.install(id)?.state == .installed { return false }
         } catch { throw .wrap(error, modelId: id) }
         try requireStoreCatalog()
-        return try withModelLock(id) { () throws(DownloadError) -> Bool in
+        return try withModelLock(id) { () throws(LocalModelError) -> Bool in
             try DownloadRun(engine: self, model: model, records: records, options: DownloadOptions(),
                             cancellation: CancellationFlag(), onEvent: { _ in }).adoptPlaced(finalPath: finalPath)
         }
@@ -69,7 +69,7 @@ extension DownloadRun {
     /// Under the model's lock: checks the tree at `finalPath` and, when every file matches,
     /// installs it as it is. Returns false (changing nothing) when it is not a complete,
     /// matching bundle.
-    func adoptPlaced(finalPath: String) throws(DownloadError) -> Bool {
+    func adoptPlaced(finalPath: String) throws(LocalModelError) -> Bool {
         guard model.kind.acceptsPlacedBundle, FileIO.isDirectory(finalPath) else { return false }
         do {
             if try records.install(id)?.state == .installed { return false }

@@ -39,9 +39,9 @@ final class DownloadRun {
         self.onEvent = onEvent
     }
 
-    func io(_ error: any Error) -> DownloadError { .wrap(error, modelId: id) }
+    func io(_ error: any Error) -> LocalModelError { .wrap(error, modelId: id) }
 
-    func execute() throws(DownloadError) -> String {
+    func execute() throws(LocalModelError) -> String {
         let finalPath = layout.installPath(id: id, kind: model.kind)
         try removePlantedLinks(finalPath: finalPath)
         // A bundle placed in the install folder by hand, every file checked: installed as it is.
@@ -102,7 +102,7 @@ final class DownloadRun {
                     try ctx.append(.failed, modelId: id, detail: error.description)
                 }
             }
-            if case .cancelled = error { throw DownloadError.cancelled(modelId: id, keptBytes: kept) }
+            if case .cancelled = error { throw LocalModelError.cancelled(modelId: id, keptBytes: kept) }
             throw error
         }
     }
@@ -110,7 +110,7 @@ final class DownloadRun {
     /// Links and special files in this model's partial and staging data, or in place of its
     /// install folder, are removed before anything is written (P11): a link is never
     /// followed, never resumed into, never moved. Each removal is recorded.
-    private func removePlantedLinks(finalPath: String) throws(DownloadError) {
+    private func removePlantedLinks(finalPath: String) throws(LocalModelError) {
         var removed: [String] = []
         do {
             for path in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] {
@@ -127,8 +127,8 @@ final class DownloadRun {
 
     // MARK: Sources
 
-    private func fetchAndInstall(finalPath: String) throws(DownloadError) -> String {
-        var lastError: DownloadError?
+    private func fetchAndInstall(finalPath: String) throws(LocalModelError) -> String {
+        var lastError: LocalModelError?
         for (n, source) in model.sources.enumerated() {
             do {
                 switch source {
@@ -160,7 +160,7 @@ final class DownloadRun {
         url.lowercased().hasPrefix("http://")
     }
 
-    private func fetchFiles(baseURL: String) throws(DownloadError) -> [String: String] {
+    private func fetchFiles(baseURL: String) throws(LocalModelError) -> [String: String] {
         onEvent(.phase(.download))
         let saved = (try? records.read { try $0.partialFiles(id) }) ?? []
         let validators = Dictionary(saved.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
@@ -186,7 +186,7 @@ final class DownloadRun {
     /// Downloads the archive and unpacks it while the bytes arrive (`ArchiveFeed`); the
     /// unpacked tree counts only once the archive's SHA-256 matched. A stream that restarts
     /// under the extractor is unpacked again from the verified file.
-    private func fetchArchive(_ archive: ArchiveSource) throws(DownloadError) -> [String: String] {
+    private func fetchArchive(_ archive: ArchiveSource) throws(LocalModelError) -> [String: String] {
         onEvent(.phase(.download))
         let url = rewrite(archive.url)
         let saved = (try? records.read { try $0.partialFiles(id) })?.first { $0.path == "@archive" }
@@ -260,7 +260,7 @@ final class DownloadRun {
 
     /// Runs a transfer session; its ticks carry the resume state, persisted in one place.
     private func transfer(_ requests: [FileRequest], plainHTTP: Bool, validatorKey: String? = nil,
-                          feed: ArchiveFeed? = nil) throws(DownloadError) -> [FileOutcome] {
+                          feed: ArchiveFeed? = nil) throws(LocalModelError) -> [FileOutcome] {
         let session = TransferSession(
             policy: options.policy, cancellation: cancellation, allowPlainHTTPRedirects: plainHTTP,
             tickInterval: options.progressInterval,
@@ -311,7 +311,7 @@ final class DownloadRun {
         }
     }
 
-    private func map(_ failure: FileFailure, request: FileRequest) -> DownloadError {
+    private func map(_ failure: FileFailure, request: FileRequest) -> LocalModelError {
         .init(failure, modelId: id, request: request) { [engine, model] in
             let kept = engine.partialBytes(model)
             return (kept, model.downloadBytes - kept)
