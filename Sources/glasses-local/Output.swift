@@ -33,14 +33,14 @@ struct Console {
     /// still finish what it was doing — stop the transfer, keep the partial data, exit 130 —
     /// with no one left to read a complaint. (`FileHandle.write(_:)` would trap here.)
     private static func write(_ text: String, to fd: Int32) {
-        try? FileIO.writeAll(Array(text.utf8), to: fd)
+        try? ProcessEnvironment.writeAll(Array(text.utf8), to: fd)
     }
 
     func printJSON(_ value: JSONValue) {
         out(value.serialized(pretty: false))
     }
 
-    static var stdoutIsTerminal: Bool { FileIO.isTerminal(1) }
+    static var stdoutIsTerminal: Bool { ProcessEnvironment.isTerminal(1) }
 }
 
 enum Format {

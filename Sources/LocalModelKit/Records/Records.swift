@@ -194,7 +194,7 @@ public final class Records: Sendable {
                 return try body()
             } catch where error.isBusy {
                 if Date().timeIntervalSince(start) > limit { throw RecordsError.busyTooLong(path: path, seconds: Int(limit)) }
-                FileIO.pause(microseconds: pause)
+                Threads.sleep(microseconds: pause)
                 pause = min(pause * 2, 200_000)
             } catch {
                 throw classify(error, path: path)

@@ -31,7 +31,7 @@ public struct StoreLayout: Sendable, Equatable {
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return xdg + "/extentos/models" }
         if let home = environment["HOME"], !home.isEmpty { return home + "/.local/share/extentos/models" }
         // No HOME (a bare systemd unit): fall back to the password database.
-        return FileIO.homeDirectoryFromPasswordDatabase().map { $0 + "/.local/share/extentos/models" }
+        return ProcessEnvironment.homeDirectoryFromPasswordDatabase().map { $0 + "/.local/share/extentos/models" }
     }
 
     public var recordsPath: String { root + "/records.sqlite3" }

@@ -131,21 +131,6 @@ public enum FileIO {
         }
     }
 
-    /// Writes all of `bytes` to an open descriptor (stdout, stderr), retrying short writes
-    /// and `EINTR`. Unlike `FileHandle.write(_:)`, which traps when the write fails, this
-    /// throws — a terminal that hung up answers `EIO`, and that must not crash the caller.
-    public static func writeAll(_ bytes: [UInt8], to fd: Int32) throws(SystemError) {
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { buf in
-                retrying { write(fd, buf.baseAddress.map { $0 + offset }, buf.count - offset) }
-            }
-            if n < 0 { throw SystemError(errno: errno, "write to descriptor \(fd)") }
-            if n == 0 { throw SystemError(errno: EIO, "write to descriptor \(fd)") }
-            offset += n
-        }
-    }
-
     /// Flushes every file of the filesystem holding `path` (Linux `syncfs`; `fsync` of
     /// the folder elsewhere, where files are flushed one by one).
     public static func syncFilesystem(_ path: String) throws(SystemError) {
@@ -270,7 +255,7 @@ public enum FileIO {
         return "/" + parts.joined(separator: "/")
     }
 
-    // MARK: The process and the system
+    // MARK: The filesystem
 
     /// Free and total bytes of the filesystem holding `path` for this user (`statvfs`),
     /// saturating instead of trapping on what a filesystem may report (P12).
@@ -284,75 +269,7 @@ public enum FileIO {
         }
         return (bytes(vfs.f_bavail), bytes(vfs.f_blocks))
     }
-
-    /// This user's home folder from the password database (for a process without HOME).
-    public static func homeDirectoryFromPasswordDatabase() -> String? {
-        guard let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir else { return nil }
-        return String(cString: dir)
-    }
-
-    /// Whether `fd` (1 stdout, 2 stderr) is a terminal.
-    public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
-
-    /// Sleeps this thread for `microseconds`.
-    public static func pause(microseconds: UInt32) { _ = usleep(microseconds) }
-
-    /// This process's id.
-    public static var processID: Int32 { getpid() }
-
-    /// Seconds since 1970 on the wall clock (CLOCK_REALTIME).
-    public static func wallClockSeconds() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    /// Seconds after local midnight (the system's time zone).
-    public static func localSecondOfDay() -> Int {
-        var t = time(nil)
-        var parts = tm()
-        guard localtime_r(&t, &parts) != nil else { return Int(t % 86_400) }
-        return Int(parts.tm_hour) * 3600 + Int(parts.tm_min) * 60 + Int(parts.tm_sec)
-    }
-
-    /// Seconds on a clock that never jumps (CLOCK_MONOTONIC).
-    public static func monotonicSeconds() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    /// Whether `signal` is ignored now (a process started under `nohup` ignores SIGHUP).
-    public static func isIgnored(signal: Int32) -> Bool {
-        var current = sigaction()
-        guard sigaction(signal, nil, &current) == 0 else { return false }
-        #if os(Linux)
-        guard let handler = current.__sigaction_handler.sa_handler else { return false }
-        #else
-        guard let handler = current.__sigaction_u.__sa_handler else { return false }
-        #endif
-        return unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
-    }
-
-    /// Ignores `signal`'s default action (a dispatch source then receives it).
-    public static func ignore(signal: Int32) {
-        _ = posixSignal(signal, SIG_IGN)
-    }
-
-    /// Stops this process (`SIGSTOP`) until a `SIGCONT` (a test hook's pause).
-    static func stopSelf() { _ = raise(SIGSTOP) }
-
-    /// Waits forever (a test hook's hold, ended by `kill -9`).
-    static func sleepForever() -> Never {
-        while true { _ = sleep(60) }
-    }
 }
 
 /// The C `rename`, out of the way of `FileIO.rename`.
 private func posixRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }
-
-/// The C `signal`, out of the way of the parameters named `signal`.
-private func posixSignal(_ number: Int32, _ handler: sighandler_t?) -> sighandler_t? { signal(number, handler) }
-
-/// Seconds on a clock that never jumps (CLOCK_MONOTONIC), for rates and timeouts.
-public func monotonicSeconds() -> Double { FileIO.monotonicSeconds() }

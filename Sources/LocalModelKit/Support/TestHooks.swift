@@ -20,12 +20,12 @@ public enum TestHooks {
     @inline(__always)
     public static func point(_ name: String) {
         if let holdAt, holdAt == name {
-            try? FileIO.writeAll(Array("HOLD \(name)\n".utf8), to: 2)
-            FileIO.sleepForever()
+            try? ProcessEnvironment.writeAll(Array("HOLD \(name)\n".utf8), to: 2)
+            Threads.sleepForever()
         }
         if let pauseAt, pauseAt == name {
-            try? FileIO.writeAll(Array("PAUSE \(name)\n".utf8), to: 2)
-            FileIO.stopSelf()
+            try? ProcessEnvironment.writeAll(Array("PAUSE \(name)\n".utf8), to: 2)
+            Signals.stopSelf()
         }
     }
 }

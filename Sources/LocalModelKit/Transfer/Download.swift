@@ -61,7 +61,7 @@ extension LocalModelEngine {
         let flag = CancellationFlag()
         let result: Result<String, DownloadError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, DownloadError>, Never>) in
-                FileIO.startThread(name: "gl-download") {
+                Threads.start(name: "gl-download") {
                     let outcome: Result<String, DownloadError>
                     do throws(DownloadError) {
                         outcome = .success(try self.downloadBlocking(modelId: modelId, options: options, cancellation: flag, onEvent: onEvent))

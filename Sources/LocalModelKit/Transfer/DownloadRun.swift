@@ -72,7 +72,7 @@ final class DownloadRun {
         let resumed = fit.presentBytes > 0
         do {
             try records.write { ctx in
-                try ctx.reserve(id, bytes: fit.requiredBytes, pid: FileIO.processID)
+                try ctx.reserve(id, bytes: fit.requiredBytes, pid: ProcessEnvironment.processID)
                 if try ctx.read.install(id)?.state != .installed {
                     try ctx.upsert(InstallRecord(modelId: id, kind: model.kind, state: .partial, catalogVersion: engine.catalog.catalogVersion,
                                                  path: nil, totalBytes: model.installedBytes, createdAt: ctx.now, updatedAt: ctx.now))
@@ -201,7 +201,7 @@ final class DownloadRun {
         let feed = ArchiveFeed(path: request.partialPath)
         let unpacking = Unpacking()
         let (files, flag) = (model.files, cancellation)
-        FileIO.startThread(name: "gl-unpack") {
+        Threads.start(name: "gl-unpack") {
             unpacking.finish(Swift.Result { () throws(UnpackError) in
                 try ArchiveExtractor.extract(feed: feed, format: archive.format, stripComponents: archive.stripComponents,
                                              into: staging, files: files, isCancelled: { flag.isCancelled })
@@ -306,7 +306,7 @@ final class DownloadRun {
         let stillNeeded = reservationDue ? engine.storageStillNeeded(model, present: tick.presentBytes).required : nil
         if reservationDue { lastPersisted = now }
         try? records.write { ctx in
-            if let stillNeeded { try ctx.reserve(id, bytes: stillNeeded, pid: FileIO.processID) }
+            if let stillNeeded { try ctx.reserve(id, bytes: stillNeeded, pid: ProcessEnvironment.processID) }
             for file in batch { try ctx.upsertPartialFile(id, file) }
         }
     }
@@ -351,7 +351,7 @@ final class DownloadRun {
 /// The unpacking thread's answer, waited for by the download thread.
 private final class Unpacking: @unchecked Sendable {
     // @unchecked: `result` is written once and read after, both under `lock`.
-    private let lock = FileIO.Lock()
+    private let lock = Threads.Lock()
     private var result: Result<ArchiveExtractor.Result, UnpackError>?
 
     func finish(_ value: Result<ArchiveExtractor.Result, UnpackError>) {

@@ -23,7 +23,7 @@ final class ArchiveFeed: @unchecked Sendable {
     }
 
     let path: String
-    private let lock = FileIO.Lock()
+    private let lock = Threads.Lock()
     private var available: Int64 = 0
     private var end: End?
     private var file: FileDescriptor?
