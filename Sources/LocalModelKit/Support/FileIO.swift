@@ -5,29 +5,15 @@ import Darwin
 #endif
 import CSystem
 
-/// A failed system call, with the errno and what was being attempted.
-public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var errno: Int32
-    /// "open /x/records.sqlite3: No such file or directory".
-    public var message: String
-    public var description: String { message }
-
-    public init(errno: Int32, _ what: String) {
-        self.errno = errno
-        self.message = "\(what): \(String(cString: strerror(errno)))"
-    }
-
-    public init(message: String, errno: Int32 = 0) {
-        self.errno = errno
-        self.message = message
-    }
-
-    /// True for "no space left" and "quota exceeded".
-    public var isOutOfSpace: Bool { errno == ENOSPC || errno == EDQUOT }
-}
-
-/// Thin, throwing wrappers over the POSIX calls the store needs (swift-system style:
-/// the call, then `errno` turned into an error that says what was attempted).
+/// The file system: thin, throwing wrappers over the POSIX calls the store needs
+/// (swift-system style: the call, then `errno` turned into an error that says what was
+/// attempted).
+///
+/// This file: whole files (reading one someone named, writing one atomically), syncing,
+/// and `stat`. Beside it: `FileIO+Folders` (paths and folders as the caller names them),
+/// `FileIO+Paths` (path strings), `FileIO+Boundary` (changing a tree without leaving its
+/// root), `FileIO+LinkOrCopy` and `FileIO+FolderIdentity`. The process, its signals,
+/// threads and clocks are `ProcessEnvironment`, `Signals`, `Threads` and `SystemClock`.
 public enum FileIO {
     /// Retries a call interrupted by a signal.
     @inline(__always)
@@ -150,6 +136,8 @@ public enum FileIO {
         guard fsync(fd) == 0 else { throw SystemError(errno: errno, "fsync folder \(path)") }
     }
 
+    // MARK: What is at a path
+
     /// `stat`, or nil when nothing is there.
     public static func status(_ path: String) throws(SystemError) -> stat? {
         var st = stat()
@@ -157,119 +145,4 @@ public enum FileIO {
         if errno == ENOENT || errno == ENOTDIR { return nil }
         throw SystemError(errno: errno, "stat \(path)")
     }
-
-    public static func exists(_ path: String) -> Bool {
-        var st = stat()
-        return lstat(path, &st) == 0
-    }
-
-    public static func isDirectory(_ path: String) -> Bool {
-        var st = stat()
-        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
-    }
-
-    /// Size of a regular file, or nil when it is absent or not a regular file.
-    public static func regularFileSize(_ path: String) -> Int64? {
-        var st = stat()
-        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Int64(st.st_size)
-    }
-
-    /// `mkdir -p`.
-    public static func createDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) {
-        if isDirectory(path) { return }
-        var prefix = ""
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-            prefix += (prefix.isEmpty && !path.hasPrefix("/") ? "" : "/") + component
-            if mkdir(prefix, mode) != 0 && errno != EEXIST {
-                throw SystemError(errno: errno, "create folder \(prefix)")
-            }
-        }
-        guard isDirectory(path) else { throw SystemError(errno: exists(path) ? ENOTDIR : ENOENT, "create folder \(path)") }
-    }
-
-    /// Names in a folder (without `.` and `..`); empty when the folder does not exist.
-    public static func listDirectory(_ path: String) throws(SystemError) -> [String] {
-        guard let dir = opendir(path) else {
-            if errno == ENOENT { return [] }
-            throw SystemError(errno: errno, "list \(path)")
-        }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
-
-    /// `rm -rf` without following symlinks; returns the bytes of regular files removed.
-    /// The folder holding `path` is trusted as it is; below it, nothing is followed.
-    @discardableResult
-    public static func removeTree(_ path: String) throws(SystemError) -> Int64 {
-        let (parent, leaf) = split(path)
-        return try removeTree(path, below: parent.isEmpty ? "." : parent, leaf: leaf)
-    }
-
-    /// `rename`, with its error.
-    public static func rename(_ from: String, to: String) throws(SystemError) {
-        guard posixRename(from, to) == 0 else { throw SystemError(errno: errno, "rename \(from) to \(to)") }
-    }
-
-    /// Regular files under `root`, as paths relative to it, sorted bytewise; symlinks and
-    /// other special files are reported in `others`.
-    public static func walkFiles(_ root: String) throws(SystemError) -> (files: [String], others: [String]) {
-        var files: [String] = []
-        var others: [String] = []
-        func walk(_ relative: String) throws(SystemError) {
-            let full = relative.isEmpty ? root : root + "/" + relative
-            for name in try listDirectory(full) {
-                let rel = relative.isEmpty ? name : relative + "/" + name
-                guard let st = try status(root + "/" + rel) else { continue }
-                switch st.st_mode & S_IFMT {
-                case S_IFDIR: try walk(rel)
-                case S_IFREG: files.append(rel)
-                default: others.append(rel)
-                }
-            }
-        }
-        guard isDirectory(root) else { throw SystemError(errno: exists(root) ? ENOTDIR : ENOENT, "read folder \(root)") }
-        try walk("")
-        return (files.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }, others)
-    }
-
-    /// The absolute form of `path` against the working directory (no symlink resolution).
-    public static func absolutePath(_ path: String) -> String {
-        if path.hasPrefix("/") { return normalize(path) }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        guard getcwd(&buffer, buffer.count) != nil else { return path }
-        let cwd = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return normalize(cwd + "/" + path)
-    }
-
-    /// Removes `.` segments, duplicate slashes and trailing slashes (keeps `..`).
-    static func normalize(_ path: String) -> String {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
-        return "/" + parts.joined(separator: "/")
-    }
-
-    // MARK: The filesystem
-
-    /// Free and total bytes of the filesystem holding `path` for this user (`statvfs`),
-    /// saturating instead of trapping on what a filesystem may report (P12).
-    public static func space(of path: String) throws(SystemError) -> (available: Int64, total: Int64) {
-        var vfs = statvfs()
-        guard statvfs(path, &vfs) == 0 else { throw SystemError(errno: errno, "read free space of \(path)") }
-        let unit = Int64(clamping: vfs.f_frsize != 0 ? vfs.f_frsize : vfs.f_bsize)
-        func bytes(_ blocks: some BinaryInteger) -> Int64 {
-            let (product, overflow) = Int64(clamping: blocks).multipliedReportingOverflow(by: unit)
-            return overflow ? .max : product
-        }
-        return (bytes(vfs.f_bavail), bytes(vfs.f_blocks))
-    }
 }
-
-/// The C `rename`, out of the way of `FileIO.rename`.
-private func posixRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }
