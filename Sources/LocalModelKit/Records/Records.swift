@@ -32,7 +32,7 @@ public final class Records: Sendable {
         // SQLITE_OPEN_NOFOLLOW guards the database file; its companions are checked here,
         // since SQLite opens them by name (P11: nothing outside the store is written).
         for file in [path, path + "-wal", path + "-shm", path + "-journal"] {
-            if let st = try? FileIO.status(file), (st.st_mode & S_IFMT) == S_IFLNK {
+            if (try? FileIO.status(file))?.kind == .symbolicLink {
                 throw RecordsError.symbolicLink(path: file)
             }
         }
@@ -188,7 +188,7 @@ public final class Records: Sendable {
     /// Retries `body` while SQLite reports BUSY/LOCKED, with a growing pause, up to `limit` seconds.
     private static func withBusyRetry<T>(path: String, limit: Double, _ body: () throws(SQLiteError) -> T) throws(RecordsError) -> T {
         let start = Date()
-        var pause: useconds_t = 2_000
+        var pause: UInt32 = 2_000
         while true {
             do {
                 return try body()

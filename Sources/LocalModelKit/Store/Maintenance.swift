@@ -161,7 +161,7 @@ extension LocalModelEngine {
                 if cancellation.isCancelled { throw .cancelled(modelId: id, keptBytes: 0) }
                 let path = folder + "/" + file.path
                 guard let size = FileIO.regularFileSize(file.path, in: folder, checked: &checked) else {
-                    let planted = (try? FileIO.status(path)).flatMap { $0 }.map { ($0.st_mode & S_IFMT) != S_IFREG } ?? false
+                    let planted = (try? FileIO.status(path)).map { $0.kind != .regular } ?? false
                     problems.append(.init(path: file.path, detail: planted ? "not a regular file (a link or special file; never followed)" : "missing"))
                     continue
                 }
@@ -239,7 +239,7 @@ extension LocalModelEngine {
                 do {
                     // A link in the way (a planted one, the reason the file failed) is
                     // removed, never followed; the verified file takes its place.
-                    if let st = try FileIO.status(target), (st.st_mode & S_IFMT) != S_IFREG { try layout.remove(target) }
+                    if let found = try FileIO.status(target), found.kind != .regular { try layout.remove(target) }
                     try layout.createDirectory(FileIO.parent(of: target))
                     try layout.rename(request.partialPath, to: target)
                 } catch { throw .wrap(error, modelId: model.id) }

@@ -87,8 +87,8 @@ public struct StoreLayout: Sendable, Equatable {
         try FileIO.createDirectory(root)
         var removed: [String] = []
         for dir in [partialRoot, stagingRoot, locksRoot, voicesRoot] {
-            if let st = try FileIO.status(dir), (st.st_mode & S_IFMT) != S_IFDIR {
-                guard (st.st_mode & S_IFMT) == S_IFLNK else {
+            if let found = try FileIO.status(dir), found.kind != .directory {
+                guard found.kind == .symbolicLink else {
                     throw SystemError(message: "\(dir) is not a folder; move it out of the store and retry", errno: ENOTDIR)
                 }
                 try FileIO.removeTree(dir, below: root)
@@ -127,9 +127,9 @@ public struct StoreLayout: Sendable, Equatable {
     /// `path`, or `path` itself when it is one. Nothing is followed or moved.
     /// - Returns: the paths removed, relative to `path` ("" for `path` itself).
     public func removeLinks(in path: String) throws(SystemError) -> [String] {
-        guard let st = try FileIO.status(path) else { return [] }
-        guard (st.st_mode & S_IFMT) == S_IFDIR else {
-            if (st.st_mode & S_IFMT) == S_IFREG { return [] }
+        guard let found = try FileIO.status(path) else { return [] }
+        guard found.kind == .directory else {
+            if found.kind == .regular { return [] }
             try remove(path)
             return [""]
         }
@@ -203,7 +203,7 @@ public final class FileLock {
             do {
                 return try FileIO.createOrOpenLockFile(path)
             } catch {
-                if error.errno == ELOOP, !removedLink, let st = try FileIO.status(path), (st.st_mode & S_IFMT) == S_IFLNK {
+                if error.errno == ELOOP, !removedLink, try FileIO.status(path)?.kind == .symbolicLink {
                     try FileIO.removeTree(path)
                     removedLink = true
                     continue

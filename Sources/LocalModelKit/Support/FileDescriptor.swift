@@ -68,36 +68,37 @@ public final class FileDescriptor {
         _ = ftruncate(fd, off_t(size))
     }
 
+    /// `fstat` of what is open.
+    public func status() throws(SystemError) -> FileStatus {
+        try FileIO.status(of: fd, path: path)
+    }
+
     /// The file's size now.
     public func size() throws(SystemError) -> Int64 {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
-        return Int64(st.st_size)
+        try status().size
     }
 
     /// Throws unless what is open is a regular file (a FIFO, a device, a socket or a folder
     /// someone put where a file was expected), naming what it is and what to do.
     public func requireRegularFile() throws(SystemError) {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
-        let kind: String
-        switch st.st_mode & S_IFMT {
-        case S_IFREG: return
-        case S_IFDIR: kind = "a folder"
-        case S_IFIFO: kind = "a FIFO (named pipe)"
-        case S_IFCHR, S_IFBLK: kind = "a device"
-        case S_IFSOCK: kind = "a socket"
-        default: kind = "not a regular file"
+        let what: String
+        let kind = try status().kind
+        switch kind {
+        case .regular: return
+        case .directory: what = "a folder"
+        case .fifo: what = "a FIFO (named pipe)"
+        case .characterDevice, .blockDevice: what = "a device"
+        case .socket: what = "a socket"
+        case .symbolicLink, .other: what = "not a regular file"
         }
-        throw SystemError(message: "\(path) is \(kind), not a regular file; it is not read (name a regular file)",
-                          errno: (st.st_mode & S_IFMT) == S_IFDIR ? EISDIR : EINVAL)
+        throw SystemError(message: "\(path) is \(what), not a regular file; it is not read (name a regular file)",
+                          errno: kind == .directory ? EISDIR : EINVAL)
     }
 
-    /// How many names the file has (more than one: hard-linked, its bytes shared).
+    /// How many names the file has (more than one: hard-linked, its bytes shared); 1 when
+    /// `fstat` fails.
     public func linkCount() -> Int {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return 1 }
-        return Int(st.st_nlink)
+        (try? status())?.linkCount ?? 1
     }
 
     /// Waits until the file's bytes are on the disk.

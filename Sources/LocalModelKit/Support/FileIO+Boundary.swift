@@ -120,16 +120,12 @@ extension FileIO {
     }
 
     private static func removeEntry(_ name: String, in dir: Int32, path: String) throws(SystemError) -> Int64 {
-        var st = stat()
-        guard fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
-            if errno == ENOENT { return 0 }
-            throw SystemError(errno: errno, "stat \(path)")
-        }
-        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+        guard let found = try status(at: name, in: dir, path: path) else { return 0 }
+        guard found.kind == .directory else {
             guard unlinkat(dir, name, 0) == 0 || errno == ENOENT else { throw SystemError(errno: errno, "remove \(path)") }
             // Freed only when this was the file's last name: a hard-linked file's bytes
             // stay with its other names (another model sharing it).
-            return (st.st_mode & S_IFMT) == S_IFREG && st.st_nlink <= 1 ? Int64(st.st_blocks) * 512 : 0
+            return found.kind == .regular && found.linkCount <= 1 ? found.allocatedBytes : 0
         }
         let sub = retrying { openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
         if sub < 0 {
@@ -250,9 +246,9 @@ extension FileIO {
     /// Throws `.forbidden` when the open folder `fd` is `forbidden`.
     private static func refuse(_ fd: Int32, at path: String, ifItIs forbidden: FileIdentity?) throws(BoundaryError) {
         guard let forbidden else { return }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw .system(SystemError(errno: errno, "stat \(path)")) }
-        if FileIdentity(st) == forbidden { throw .forbidden(path: path) }
+        let identity: FileIdentity
+        do { identity = try status(of: fd, path: path).identity } catch { throw .system(error) }
+        if identity == forbidden { throw .forbidden(path: path) }
     }
 
     /// The error for a failed `openat`, in the store's terms.
@@ -262,10 +258,9 @@ extension FileIO {
 
     /// The error for a failed `openat`: a link or a non-folder in the way is named as such.
     private static func classify(_ code: Int32, dir: Int32, name: String, path: String, _ what: String) -> BoundaryError {
-        var st = stat()
-        if (code == ELOOP || code == ENOTDIR || code == EMLINK), fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 {
-            if (st.st_mode & S_IFMT) == S_IFLNK { return .link(path: path) }
-            if (st.st_mode & S_IFMT) != S_IFDIR && code == ENOTDIR { return .notAFolder(path: path) }
+        if code == ELOOP || code == ENOTDIR || code == EMLINK, let found = try? status(at: name, in: dir, path: path) {
+            if found.kind == .symbolicLink { return .link(path: path) }
+            if found.kind != .directory && code == ENOTDIR { return .notAFolder(path: path) }
         }
         return .system(SystemError(errno: code, "\(what) \(path)"))
     }

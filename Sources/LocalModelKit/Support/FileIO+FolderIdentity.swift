@@ -4,18 +4,6 @@ import Glibc
 import Darwin
 #endif
 
-/// A file's identity on this machine, its device and inode: two names of one file, or a
-/// folder reached by two spellings (a link, a bind mount, `..`), have the same one.
-public struct FileIdentity: Sendable, Hashable {
-    public var device: UInt64
-    public var inode: UInt64
-
-    init(_ st: stat) {
-        device = UInt64(truncatingIfNeeded: st.st_dev)
-        inode = UInt64(truncatingIfNeeded: st.st_ino)
-    }
-}
-
 /// Where a folder really is: by device and inode, so a link, a bind mount or `..` in a
 /// path is seen through (`mirror` uses it never to write into the store).
 extension FileIO {
@@ -26,9 +14,7 @@ extension FileIO {
         if fd < 0 && errno == ENOENT { return nil }
         guard fd >= 0 else { throw SystemError(errno: errno, "open folder \(path)") }
         defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
-        return FileIdentity(st)
+        return try status(of: fd, path: path).identity
     }
 
     /// Whether the folder at `path` (or, while it does not exist yet, the nearest folder
@@ -48,9 +34,7 @@ extension FileIO {
             fd = retrying { open(candidate, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         }
         defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(candidate)") }
-        var here = FileIdentity(st)
+        var here = try status(of: fd, path: candidate).identity
         // Bounded: a filesystem whose ".." never reaches "/" must not loop forever.
         for _ in 0..<4096 {
             if here == folder { return true }
@@ -58,8 +42,7 @@ extension FileIO {
             guard up >= 0 else { throw SystemError(errno: errno, "open the folder above \(candidate)") }
             close(fd)
             fd = up
-            guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat a folder above \(candidate)") }
-            let above = FileIdentity(st)
+            let above = try status(of: fd, path: "a folder above \(candidate)").identity
             // "/" is its own parent.
             if above == here { return false }
             here = above

@@ -15,15 +15,13 @@ extension FileIO {
 
     /// Whether a real folder (not a link to one) stands at `path`.
     public static func isDirectory(_ path: String) -> Bool {
-        var st = stat()
-        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+        statusIfReadable(path)?.kind == .directory
     }
 
     /// Size of a regular file, or nil when it is absent or not a regular file.
     public static func regularFileSize(_ path: String) -> Int64? {
-        var st = stat()
-        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Int64(st.st_size)
+        guard let found = statusIfReadable(path), found.kind == .regular else { return nil }
+        return found.size
     }
 
     /// Size of the regular file at `relative` below `folder`, or nil when it is absent,
@@ -40,6 +38,12 @@ extension FileIO {
             index = relative.index(after: slash)
         }
         return regularFileSize(folder + "/" + relative)
+    }
+
+    /// `lstat`, nil on any failure (for the questions above, which have no error to give).
+    private static func statusIfReadable(_ path: String) -> FileStatus? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? FileStatus(st) : nil
     }
 
     /// `mkdir -p`.
@@ -94,10 +98,10 @@ extension FileIO {
             let full = relative.isEmpty ? root : root + "/" + relative
             for name in try listDirectory(full) {
                 let rel = relative.isEmpty ? name : relative + "/" + name
-                guard let st = try status(root + "/" + rel) else { continue }
-                switch st.st_mode & S_IFMT {
-                case S_IFDIR: try walk(rel)
-                case S_IFREG: files.append(rel)
+                guard let found = try status(root + "/" + rel) else { continue }
+                switch found.kind {
+                case .directory: try walk(rel)
+                case .regular: files.append(rel)
                 default: others.append(rel)
                 }
             }

@@ -43,25 +43,24 @@ extension FileIO {
         let input = retrying { openat(sourceDir, sourceLeaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard input >= 0 else { throw .source(refusal(errno, dir: sourceDir, name: sourceLeaf, path: source, "open")) }
         let reader = FileDescriptor(adopting: input, path: source)
-        var sourceStat = stat()
-        guard fstat(input, &sourceStat) == 0 else { throw .source(SystemError(errno: errno, "stat \(source)")) }
-        guard (sourceStat.st_mode & S_IFMT) == S_IFREG else {
+        let sourceStatus: FileStatus
+        do { sourceStatus = try reader.status() } catch { throw .source(error) }
+        guard sourceStatus.kind == .regular else {
             throw .source(SystemError(message: "\(source) is not a regular file", errno: EINVAL))
         }
-        let identity = FileIdentity(sourceStat)
+        let identity = sourceStatus.identity
 
         let (parent, leaf) = split(destination)
         let dir = try walkDown(to: parent, below: root, create: true, avoiding: forbidden)
         defer { close(dir) }
-        var existing = stat()
-        if fstatat(dir, leaf, &existing, AT_SYMLINK_NOFOLLOW) == 0 {
-            switch existing.st_mode & S_IFMT {
-            case S_IFREG: if FileIdentity(existing) == identity { return .unchanged }
-            case S_IFLNK: throw .link(path: destination)
+        let existing: FileStatus?
+        do { existing = try status(at: leaf, in: dir, path: destination) } catch { throw .system(error) }
+        if let existing {
+            switch existing.kind {
+            case .regular: if existing.identity == identity { return .unchanged }
+            case .symbolicLink: throw .link(path: destination)
             default: throw .occupied(path: destination)
             }
-        } else if errno != ENOENT {
-            throw .system(SystemError(errno: errno, "stat \(destination)"))
         }
 
         let outcome: LinkOutcome
@@ -103,8 +102,7 @@ extension FileIO {
             let name = temporaryName()
             // Flags 0: a link at the source's name would itself be linked, never followed.
             if linkat(sourceDir, sourceLeaf, dir, name, 0) == 0 {
-                var st = stat()
-                if fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0, (st.st_mode & S_IFMT) == S_IFREG, FileIdentity(st) == identity {
+                if let linked = try? status(at: name, in: dir, path: path), linked.kind == .regular, linked.identity == identity {
                     return name
                 }
                 unlinkat(dir, name, 0)

@@ -7,7 +7,8 @@ import CSystem
 
 /// The file system: thin, throwing wrappers over the POSIX calls the store needs
 /// (swift-system style: the call, then `errno` turned into an error that says what was
-/// attempted).
+/// attempted). Callers get values (`FileStatus`, `FileKind`, `FileIdentity`), never
+/// `st_mode` and its `S_IF*` bits.
 ///
 /// This file: whole files (reading one someone named, writing one atomically), syncing,
 /// and `stat`. Beside it: `FileIO+Folders` (paths and folders as the caller names them),
@@ -138,11 +139,28 @@ public enum FileIO {
 
     // MARK: What is at a path
 
-    /// `stat`, or nil when nothing is there.
-    public static func status(_ path: String) throws(SystemError) -> stat? {
+    /// `lstat`: what stands at `path` itself (a link is reported, never followed), or nil
+    /// when nothing is there.
+    public static func status(_ path: String) throws(SystemError) -> FileStatus? {
         var st = stat()
-        if lstat(path, &st) == 0 { return st }
+        if lstat(path, &st) == 0 { return FileStatus(st) }
         if errno == ENOENT || errno == ENOTDIR { return nil }
+        throw SystemError(errno: errno, "stat \(path)")
+    }
+
+    /// `fstat` of an open descriptor; `path` names it in the error.
+    static func status(of fd: Int32, path: String) throws(SystemError) -> FileStatus {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
+        return FileStatus(st)
+    }
+
+    /// `fstatat` of `name` in the open folder `dir`, a link not followed; nil when nothing
+    /// is there (`ENOENT`). `path` names it in the error.
+    static func status(at name: String, in dir: Int32, path: String) throws(SystemError) -> FileStatus? {
+        var st = stat()
+        if fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 { return FileStatus(st) }
+        if errno == ENOENT { return nil }
         throw SystemError(errno: errno, "stat \(path)")
     }
 }

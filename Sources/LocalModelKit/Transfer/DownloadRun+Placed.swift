@@ -81,8 +81,8 @@ extension DownloadRun {
         identity.reserveCapacity(model.files.count)
         for file in model.files {
             guard FileIO.regularFileSize(file.path, in: finalPath, checked: &checked) == file.size,
-                  let st = try? FileIO.status(finalPath + "/" + file.path) else { return false }
-            identity.append("\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec):\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)")
+                  let found = try? FileIO.status(finalPath + "/" + file.path) else { return false }
+            identity.append("\(found.identity.inode):\(found.size):\(found.modified.seconds).\(found.modified.nanoseconds):\(found.statusChanged.seconds).\(found.statusChanged.nanoseconds)")
         }
         let fingerprint = identity.joined(separator: ",")
         if engine.placedBundleRejected(id) == fingerprint { return false }

@@ -116,7 +116,7 @@ final class DownloadRun {
             for path in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] {
                 removed += try layout.removeLinks(in: path).map { $0.isEmpty ? path : path + "/" + $0 }
             }
-            if let st = try FileIO.status(finalPath), (st.st_mode & S_IFMT) == S_IFLNK {
+            if try FileIO.status(finalPath)?.kind == .symbolicLink {
                 try layout.remove(finalPath)
                 removed.append(finalPath)
             }

@@ -1,5 +1,6 @@
 // The only Swift file that touches libarchive. https://github.com/libarchive/libarchive/wiki/LibarchiveAPI
-// (AE_IF* file types equal the POSIX S_IF* values; the macros carry casts Swift cannot import.)
+// (AE_IF* file types equal the POSIX file-type bits, which `FileKind(mode:)` reads; the
+// macros carry casts Swift cannot import.)
 internal import CArchive
 
 #if canImport(Glibc)
@@ -164,17 +165,17 @@ public enum ArchiveExtractor {
             if isCancelled() { throw .cancelled }
 
             let rawPath = pathOf(entry)
-            let type = glasses_archive_entry_filetype(entry)
+            let kind = FileKind(mode: glasses_archive_entry_filetype(entry))
             // Links first: a hardlink entry may look like a regular file.
             if glasses_archive_entry_hardlink(entry) != nil { throw .forbiddenEntry(path: rawPath, type: "hardlink") }
-            if glasses_archive_entry_symlink(entry) != nil || type == S_IFLNK { throw .forbiddenEntry(path: rawPath, type: "symlink") }
-            guard type == S_IFREG || type == S_IFDIR else {
-                throw .forbiddenEntry(path: rawPath, type: typeName(type))
+            if glasses_archive_entry_symlink(entry) != nil || kind == .symbolicLink { throw .forbiddenEntry(path: rawPath, type: "symlink") }
+            guard kind == .regular || kind == .directory else {
+                throw .forbiddenEntry(path: rawPath, type: typeName(kind))
             }
             if rawPath.hasPrefix("/") { throw .unsafePath(path: rawPath, problem: "absolute path") }
             var components = rawPath.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
             if components.contains("..") { throw .unsafePath(path: rawPath, problem: "contains '..'") }
-            guard components.count > stripComponents || type == S_IFDIR else {
+            guard components.count > stripComponents || kind == .directory else {
                 throw .unsafePath(path: rawPath, problem: "a file above the \(stripComponents) stripped folder level(s)")
             }
             components.removeFirst(min(stripComponents, components.count))
@@ -183,7 +184,7 @@ public enum ArchiveExtractor {
             if let problem = CatalogRules.pathProblem(path) { throw .unsafePath(path: rawPath, problem: problem) }
 
             // Folders are made for the files that need them, not for the archive's say-so.
-            if type == S_IFDIR { continue }
+            if kind == .directory { continue }
             guard let file = expected[path] else {
                 // A release's extra (README, LICENSE): skipped (libarchive reads past it),
                 // reported, never installed. Confinement is the listed paths; integrity the
@@ -264,13 +265,13 @@ public enum ArchiveExtractor {
         return ""
     }
 
-    private static func typeName(_ type: mode_t) -> String {
-        switch type {
-        case S_IFCHR: return "character device"
-        case S_IFBLK: return "block device"
-        case S_IFIFO: return "fifo"
-        case S_IFSOCK: return "socket"
-        default: return "special file"
+    private static func typeName(_ kind: FileKind) -> String {
+        switch kind {
+        case .characterDevice: return "character device"
+        case .blockDevice: return "block device"
+        case .fifo: return "fifo"
+        case .socket: return "socket"
+        case .regular, .directory, .symbolicLink, .other: return "special file"
         }
     }
 
