@@ -84,7 +84,7 @@ public final class SHA256Hasher {
         let hasher = try SHA256Hasher()
         // Non-blocking and checked after the open: a FIFO or a device put where a file was
         // expected is refused, never waited on.
-        let file = try FileDescriptor.open(path, flags: O_RDONLY | O_NONBLOCK)
+        let file = try FileDescriptor.open(path, .readOnly, options: .nonBlocking)
         try file.requireRegularFile()
         let bufferSize = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 16)

@@ -64,7 +64,7 @@ extension LocalModelEngine {
             guard try lock.tryLock(exclusive: false) else { throw DownloadError.busy(modelId: id) }
         } catch let error as DownloadError {
             throw error
-        } catch let error as SystemError where [EACCES, EROFS, EPERM, ENOENT].contains(error.errno) {
+        } catch let error as SystemError where error.isPermissionDenied || error.isNotFound {
             return try body("the store is not writable by this user and \(lock.path) cannot be created (\(error.message))")
         } catch {
             throw .wrap(error, modelId: id)

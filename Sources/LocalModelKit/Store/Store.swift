@@ -89,14 +89,14 @@ public struct StoreLayout: Sendable, Equatable {
         for dir in [partialRoot, stagingRoot, locksRoot, voicesRoot] {
             if let found = try FileIO.status(dir), found.kind != .directory {
                 guard found.kind == .symbolicLink else {
-                    throw SystemError(message: "\(dir) is not a folder; move it out of the store and retry", errno: ENOTDIR)
+                    throw SystemError.notAFolder("\(dir) is not a folder; move it out of the store and retry")
                 }
                 try FileIO.removeTree(dir, below: root)
                 removed.append(dir)
             }
             do {
                 try FileIO.createDirectory(dir, below: root)
-            } catch where error.errno == EACCES || error.errno == EROFS {
+            } catch where error.isAccessDenied || error.isReadOnlyFileSystem {
                 // A store this user may read but not write (a system-wide store): reading
                 // works without the folder; a write says what it could not do.
                 continue
@@ -203,13 +203,13 @@ public final class FileLock {
             do {
                 return try FileIO.createOrOpenLockFile(path)
             } catch {
-                if error.errno == ELOOP, !removedLink, try FileIO.status(path)?.kind == .symbolicLink {
+                if error.isLink, !removedLink, try FileIO.status(path)?.kind == .symbolicLink {
                     try FileIO.removeTree(path)
                     removedLink = true
                     continue
                 }
-                let denied = [EACCES, EROFS, EPERM].contains(error.errno)
-                if readOnly && denied, let reader = try? FileDescriptor.open(path, flags: O_RDONLY | O_NONBLOCK) { return reader }
+                let denied = error.isPermissionDenied
+                if readOnly && denied, let reader = try? FileDescriptor.open(path, .readOnly, options: .nonBlocking) { return reader }
                 var failure = SystemError(errno: error.errno, "open lock file \(path)")
                 if denied {
                     failure.message += " — this store is read-only for this user; changing it needs its owner, or use a store of your own (--store DIR or EXTENTOS_MODELS_DIR)"
@@ -239,7 +239,7 @@ extension StoreLayout {
         guard CatalogRules.idProblem(id) == nil else { return lock }
         do {
             return try lock.tryLock(exclusive: exclusive) ? lock : nil
-        } catch where ifPermitted && [EACCES, EROFS, EPERM].contains(error.errno) {
+        } catch where ifPermitted && error.isPermissionDenied {
             return nil
         }
     }

@@ -20,8 +20,12 @@ public final class FileDescriptor {
     deinit { close() }
 
     /// Opens `path` (following nothing at the last step: `O_NOFOLLOW` is always added).
-    public static func open(_ path: String, flags: Int32, mode: mode_t = 0o644) throws(SystemError) -> FileDescriptor {
-        let fd = FileIO.retrying { posixOpen(path, flags | O_NOFOLLOW | O_CLOEXEC, mode) }
+    /// - Parameters:
+    ///   - access: what the descriptor may do with the file.
+    ///   - mode: the permissions of a file `options` creates.
+    public static func open(_ path: String, _ access: Access, options: OpenOptions = [],
+                            mode: mode_t = 0o644) throws(SystemError) -> FileDescriptor {
+        let fd = FileIO.retrying { posixOpen(path, access.flags | options.rawValue | O_NOFOLLOW | O_CLOEXEC, mode) }
         guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
         return FileDescriptor(adopting: fd, path: path)
     }
@@ -123,6 +127,39 @@ public final class FileDescriptor {
 
 @available(*, unavailable)
 extension FileDescriptor: Sendable {}
+
+extension FileDescriptor {
+    /// What an open descriptor may do with its file (swift-system's `AccessMode`).
+    public enum Access: Sendable {
+        case readOnly
+        case writeOnly
+        case readWrite
+
+        var flags: Int32 {
+            switch self {
+            case .readOnly: return O_RDONLY
+            case .writeOnly: return O_WRONLY
+            case .readWrite: return O_RDWR
+            }
+        }
+    }
+
+    /// How an open behaves (swift-system's `OpenOptions`). Every open of the file layer
+    /// adds `O_NOFOLLOW` (a link at the last step is never followed) and `O_CLOEXEC`.
+    public struct OpenOptions: OptionSet, Sendable {
+        public let rawValue: Int32
+        public init(rawValue: Int32) { self.rawValue = rawValue }
+
+        /// Creates the file when nothing is there (`O_CREAT`), with the mode given.
+        public static let create = OpenOptions(rawValue: O_CREAT)
+        /// With `create`: fails when something is already there, even a dangling link
+        /// (`O_EXCL`), so a name someone planted is never written through.
+        public static let exclusiveCreate = OpenOptions(rawValue: O_EXCL)
+        /// Never waits in the open (`O_NONBLOCK`): a FIFO without a writer would block a
+        /// plain open forever.
+        public static let nonBlocking = OpenOptions(rawValue: O_NONBLOCK)
+    }
+}
 
 // The C calls, out of the way of the methods of the same names.
 private func posixOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { open(path, flags, mode) }

@@ -52,14 +52,20 @@ extension FileIO {
 
     /// Opens a file below `root` without following any link on the way: every folder
     /// from `root` down is opened `O_DIRECTORY | O_NOFOLLOW`, the file itself `O_NOFOLLOW`.
-    /// - Parameter createParents: create missing folders on the way.
+    /// - Parameters:
+    ///   - access: what the descriptor may do with the file.
+    ///   - options: `.create` for a file that may be absent, `[.create, .exclusiveCreate]`
+    ///     for one that must not exist yet.
+    ///   - mode: the permissions of a file created.
+    ///   - createParents: create missing folders on the way.
     /// - Returns: the open file (closed when the value goes away).
-    public static func openFile(_ path: String, below root: String, flags: Int32, mode: mode_t = 0o644,
+    public static func openFile(_ path: String, below root: String, _ access: FileDescriptor.Access,
+                                options: FileDescriptor.OpenOptions = [], mode: mode_t = 0o644,
                                 createParents: Bool = false) throws(SystemError) -> FileDescriptor {
         let (parent, leaf) = split(path)
         let dir = try openDirectory(parent, below: root, create: createParents)
         defer { close(dir) }
-        let fd = retrying { openat(dir, leaf, flags | O_NOFOLLOW | O_CLOEXEC, mode) }
+        let fd = retrying { openat(dir, leaf, access.flags | options.rawValue | O_NOFOLLOW | O_CLOEXEC, mode) }
         guard fd >= 0 else { throw refusal(errno, dir: dir, name: leaf, path: path, "open") }
         return FileDescriptor(adopting: fd, path: path)
     }
@@ -78,7 +84,7 @@ extension FileIO {
     /// followed (`ELOOP`: the caller removes it and retries). Lock files hold no bytes, so
     /// sharing one with another process is their purpose; only `flock` is used on it.
     public static func createOrOpenLockFile(_ path: String) throws(SystemError) -> FileDescriptor {
-        try FileDescriptor.open(path, flags: O_RDWR | O_CREAT | O_NONBLOCK)
+        try FileDescriptor.open(path, .readWrite, options: [.create, .nonBlocking])
     }
 
     /// `rename` of two paths below `root`, neither of whose folders is reached through a
@@ -108,7 +114,7 @@ extension FileIO {
         let dir: Int32
         do {
             dir = try openDirectory(parent, below: root, create: false)
-        } catch where error.errno == ENOENT {
+        } catch where error.isNotFound {
             return 0
         }
         defer { close(dir) }

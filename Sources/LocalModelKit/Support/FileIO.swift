@@ -7,8 +7,9 @@ import CSystem
 
 /// The file system: thin, throwing wrappers over the POSIX calls the store needs
 /// (swift-system style: the call, then `errno` turned into an error that says what was
-/// attempted). Callers get values (`FileStatus`, `FileKind`, `FileIdentity`), never
-/// `st_mode` and its `S_IF*` bits.
+/// attempted). Callers get values (`FileStatus`, `FileKind`, `FileIdentity`), named
+/// errors (`SystemError.isNotFound`…) and named open modes (`FileDescriptor.Access`,
+/// `OpenOptions`), never `st_mode`, `errno` values or `O_*` flags.
 ///
 /// This file: whole files (reading one someone named, writing one atomically), syncing,
 /// and `stat`. Beside it: `FileIO+Folders` (paths and folders as the caller names them),

@@ -24,3 +24,33 @@ public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
     /// True for "no space left" and "quota exceeded".
     public var isOutOfSpace: Bool { errno == ENOSPC || errno == EDQUOT }
 }
+
+/// What a failure's errno means, by name: callers outside the file layer ask these and
+/// never compare errno values themselves.
+extension SystemError {
+    /// Nothing is at the path (`ENOENT`).
+    public var isNotFound: Bool { errno == ENOENT }
+
+    /// Something on the way that must be a folder is not one (`ENOTDIR`).
+    public var isNotAFolder: Bool { errno == ENOTDIR }
+
+    /// A symbolic link stands where the file layer never follows one (`ELOOP`: an
+    /// `O_NOFOLLOW` open met a link).
+    public var isLink: Bool { errno == ELOOP }
+
+    /// The permission bits refuse it (`EACCES`).
+    public var isAccessDenied: Bool { errno == EACCES }
+
+    /// The filesystem is mounted read-only (`EROFS`).
+    public var isReadOnlyFileSystem: Bool { errno == EROFS }
+
+    /// This user may not do it here, whatever the reason: the permission bits (`EACCES`),
+    /// a rule of the system (`EPERM`), or a read-only filesystem (`EROFS`).
+    public var isPermissionDenied: Bool { errno == EACCES || errno == EPERM || errno == EROFS }
+
+    /// A failure that says `message` and means "not a folder" (`ENOTDIR`).
+    public static func notAFolder(_ message: String) -> SystemError { SystemError(message: message, errno: ENOTDIR) }
+
+    /// A failure that says `message` and means "out of memory" (`ENOMEM`).
+    public static func outOfMemory(_ message: String) -> SystemError { SystemError(message: message, errno: ENOMEM) }
+}

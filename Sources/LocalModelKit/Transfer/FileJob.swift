@@ -85,7 +85,7 @@ final class FileJob: CurlEasyDelegate {
     func prepare() {
         var size: Int64
         do {
-            let file = try FileIO.openFile(request.partialPath, below: request.boundary, flags: O_RDWR | O_CREAT, createParents: true)
+            let file = try FileIO.openFile(request.partialPath, below: request.boundary, .readWrite, options: .create, createParents: true)
             self.file = file
             size = try file.size()
         } catch {
@@ -151,7 +151,7 @@ final class FileJob: CurlEasyDelegate {
             file = nil
             do {
                 _ = try FileIO.removeTree(request.partialPath, below: request.boundary)
-                file = try FileIO.openFile(request.partialPath, below: request.boundary, flags: O_RDWR | O_CREAT, createParents: true)
+                file = try FileIO.openFile(request.partialPath, below: request.boundary, .readWrite, options: .create, createParents: true)
             } catch {
                 finish(.failed(error.isOutOfSpace ? .noSpace(path: request.partialPath) : .system(error)))
                 return

@@ -3,10 +3,6 @@
 // macros carry casts Swift cannot import.)
 internal import CArchive
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Why an archive was refused. Nothing of it is installed (P8).
 public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
     /// libarchive could not read it (damaged, wrong format).
@@ -53,10 +49,10 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
 /// catalog: regular files and folders only, confined paths, exact sizes, hashes where
 /// known, nothing unlisted, nothing missing.
 ///
-/// Files are written by this code, not by `archive_write_disk`: each is created with
-/// `O_CREAT | O_EXCL | O_NOFOLLOW` under folders opened without following links
-/// (`FileIO.openFile(_:below:)`), so no entry can follow a link out of the staging root,
-/// and the bytes are hashed as they are written.
+/// Files are written by this code, not by `archive_write_disk`: each is created
+/// exclusively, never through a link, under folders opened without following links
+/// (`FileIO.openFile(_:below:_:options:)` with `[.create, .exclusiveCreate]`), so no entry
+/// can follow a link out of the staging root, and the bytes are hashed as they are written.
 public enum ArchiveExtractor {
     /// What an extraction produced.
     public struct Result: Sendable, Equatable {
@@ -129,7 +125,7 @@ public enum ArchiveExtractor {
     private static func makeReader(format: ArchiveFormat) throws(UnpackError) -> OpaquePointer {
         guard let reader = glasses_archive_read_new() else {
             let why = glasses_archive_load_error().map { String(cString: $0) } ?? "libarchive: out of memory"
-            throw .system(SystemError(message: why, errno: ENOMEM))
+            throw .system(.outOfMemory(why))
         }
         // Only the format and filter the catalog names (P8: less parser surface).
         switch format {
@@ -211,7 +207,7 @@ public enum ArchiveExtractor {
                                    buffer: UnsafeMutableRawBufferPointer, isCancelled: () -> Bool) throws(UnpackError) -> String {
         let out: FileDescriptor
         do {
-            out = try FileIO.openFile(full, below: root, flags: O_WRONLY | O_CREAT | O_EXCL)
+            out = try FileIO.openFile(full, below: root, .writeOnly, options: [.create, .exclusiveCreate])
         } catch {
             throw error.isOutOfSpace ? .noSpace(path: full) : .system(error)
         }
@@ -252,7 +248,7 @@ public enum ArchiveExtractor {
                 try FileIO.createDirectory(full, below: root)
             } catch {
                 if error.isOutOfSpace { throw .noSpace(path: full) }
-                if error.errno == ELOOP || error.errno == ENOTDIR { throw .unsafePath(path: prefix, problem: "exists and is not a folder") }
+                if error.isLink || error.isNotAFolder { throw .unsafePath(path: prefix, problem: "exists and is not a folder") }
                 throw .system(error)
             }
             created.insert(prefix)

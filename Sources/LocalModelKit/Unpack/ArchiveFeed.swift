@@ -88,7 +88,7 @@ final class ArchiveFeed: @unchecked Sendable {
         }
         if offset >= limit { return 0 }
         if file == nil {
-            do { file = try FileDescriptor.open(path, flags: O_RDONLY) } catch { throw .system(error) }
+            do { file = try FileDescriptor.open(path, .readOnly) } catch { throw .system(error) }
         }
         guard let file else { return 0 }
         let want = Int(min(Int64(buffer.count), limit - offset))
