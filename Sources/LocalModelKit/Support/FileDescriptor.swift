@@ -30,8 +30,6 @@ public final class FileDescriptor {
         return FileDescriptor(adopting: fd, path: path)
     }
 
-    public var isOpen: Bool { fd >= 0 }
-
     public func close() {
         if fd >= 0 {
             _ = posixClose(fd)
