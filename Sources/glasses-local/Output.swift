@@ -29,9 +29,10 @@ struct Console {
     }
 
     /// A failed write to the terminal is dropped on purpose: after a hang-up (a closed
-    /// terminal, a dropped ssh session) every write fails with EIO, and the command must
-    /// still finish what it was doing — stop the transfer, keep the partial data, exit 130 —
-    /// with no one left to read a complaint. (`FileHandle.write(_:)` would trap here.)
+    /// terminal, a dropped ssh session) every write fails with an I/O error, and the
+    /// command must still finish what it was doing — stop the transfer, keep the partial
+    /// data, exit 130 — with no one left to read a complaint. (`FileHandle.write(_:)`
+    /// would trap here.)
     private static func write(_ text: String, to fd: Int32) {
         try? ProcessEnvironment.writeAll(Array(text.utf8), to: fd)
     }

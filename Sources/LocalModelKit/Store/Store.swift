@@ -210,7 +210,7 @@ public final class FileLock {
                 }
                 let denied = error.isPermissionDenied
                 if readOnly && denied, let reader = try? FileDescriptor.open(path, .readOnly, options: .nonBlocking) { return reader }
-                var failure = SystemError(errno: error.errno, "open lock file \(path)")
+                var failure = error.attempting("open lock file \(path)")
                 if denied {
                     failure.message += " — this store is read-only for this user; changing it needs its owner, or use a store of your own (--store DIR or EXTENTOS_MODELS_DIR)"
                 }

@@ -48,6 +48,10 @@ extension SystemError {
     /// a rule of the system (`EPERM`), or a read-only filesystem (`EROFS`).
     public var isPermissionDenied: Bool { errno == EACCES || errno == EPERM || errno == EROFS }
 
+    /// The same failure, said as a failed attempt to do `what` ("open lock file /x: Permission
+    /// denied"), for a caller that knows better what was being done.
+    public func attempting(_ what: String) -> SystemError { SystemError(errno: errno, what) }
+
     /// A failure that says `message` and means "not a folder" (`ENOTDIR`).
     public static func notAFolder(_ message: String) -> SystemError { SystemError(message: message, errno: ENOTDIR) }
 
