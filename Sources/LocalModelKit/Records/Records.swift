@@ -63,10 +63,8 @@ public final class Records: Sendable {
     static func classify(_ error: SQLiteError, path: String) -> RecordsError {
         if error.isCorruption { return .corrupt(path: path, detail: Records.shortDetail(error)) }
         if error.isDiskFull { return .diskFull(path: path) }
-        let primary = error.code & 0xFF
-        if primary == 8 { return .readOnly(path: path) }   // SQLITE_READONLY
-        // SQLITE_CANTOPEN 14, SQLITE_PERM 3, SQLITE_READONLY 8, SQLITE_IOERR 10, SQLITE_AUTH 23.
-        if [14, 3, 8, 10, 23].contains(primary) { return .unavailable(path: path, detail: Records.shortDetail(error)) }
+        if error.isReadOnly { return .readOnly(path: path) }
+        if error.isUnavailable { return .unavailable(path: path, detail: Records.shortDetail(error)) }
         return .sqlite(error)
     }
 
