@@ -337,7 +337,7 @@ final class FileJob: CurlEasyDelegate {
         // callback gets them again once the session unpauses the transfer.
         if let limiter = session.limiter, !limiter.take(count) {
             paused = true
-            return 0x1000_0001   // CURL_WRITEFUNC_PAUSE
+            return CurlEasy.pauseWriting
         }
         let (written, failure) = file.write(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
         if let failure {
