@@ -80,12 +80,12 @@ final class CurlEasy {
         return text.isEmpty ? nil : text
     }
 
-    /// Resets per-attempt options, keeping the connection cache.
     /// Resumes a transfer whose write callback paused it (the rate limiter's budget is back).
     func unpause() {
         _ = glasses_curl_easy_pause(handle, CURLPAUSE_CONT)
     }
 
+    /// Resets per-attempt options, keeping the connection cache.
     func reset() {
         glasses_curl_easy_reset(handle)
         refusedOption = nil
