@@ -266,7 +266,6 @@ final class DownloadRun {
             tickInterval: options.progressInterval,
             onEvent: { [self] event in
                 switch event {
-                case .started: break
                 case let .restarted(file, reason):
                     feed?.abandon(reason)
                     onEvent(.restarted(file: file, reason: reason))

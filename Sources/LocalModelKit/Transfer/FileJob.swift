@@ -237,7 +237,6 @@ final class FileJob: CurlEasyDelegate {
         easy.tag = index
         self.easy = easy
         file.seek(to: onDisk)
-        session.onEvent(.started(file: request.name, resumeFrom: onDisk))
         return true
     }
 
