@@ -165,7 +165,7 @@ final class DownloadRun {
         let saved = (try? records.read { try $0.partialFiles(id) }) ?? []
         let validators = Dictionary(saved.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         let partialRoot = layout.partialPath(id: id)
-        _ = adoptStoredCopies()
+        adoptStoredCopies()
         let requests = model.files.map { file in
             FileRequest(name: file.path, url: baseURL + ModelURL.percentEncode(file.path), partialPath: partialRoot + "/" + file.path,
                         boundary: layout.root, size: file.size, sha256: file.sha256, etag: validators[file.path]?.etag,
