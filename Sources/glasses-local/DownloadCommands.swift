@@ -2,10 +2,6 @@ import Dispatch
 import FoundationEssentials
 import LocalModelKit
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 let downloadOptions: [OptionSpec] = [
     OptionSpec(name: "--parallel", valueName: "N", help: "Files fetched at once (default: 4, up to 16 when many files are small)."),
     OptionSpec(name: "--retries", valueName: "N", help: "Attempts in a row without progress before giving up (default 6)."),

@@ -1,10 +1,6 @@
 import FoundationEssentials
 import LocalModelKit
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Where the command writes: stdout for results, stderr for messages.
 struct Console {
     var json: Bool

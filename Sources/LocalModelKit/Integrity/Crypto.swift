@@ -2,12 +2,6 @@
 // https://www.openssl.org/docs/man3.0/man3/EVP_DigestInit.html
 internal import CCrypto
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A libcrypto failure, with OpenSSL's own message.
 public struct CryptoError: Error, Sendable, CustomStringConvertible {
     public var description: String

@@ -1,9 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// What `delete` removed.
 public struct DeleteResult: Sendable, Equatable {
     public var modelId: String

@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// One thing start-up repaired, said so a person understands it.
 public struct RepairAction: Sendable, Equatable, CustomStringConvertible {
     public var modelId: String?

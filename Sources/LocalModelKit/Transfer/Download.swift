@@ -1,9 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Where a download is.
 public enum DownloadPhase: String, Sendable {
     case resolve, download, verify, unpack, install

@@ -1,11 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A bundle placed in a voice's install folder by hand becomes an install. The upstream SDK
 /// hands apps that folder (`ExtentosLocalVoice.modelDirectory`) so they can seed the voice
 /// from their own bundle; here such a tree is never trusted on sight: every catalog file

@@ -1,11 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// One download of one model, under its lock.
 final class DownloadRun {
     let engine: LocalModelEngine

@@ -1,9 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// One file's transfer across attempts. Lives on the session's thread only.
 final class FileJob: CurlEasyDelegate {
     let index: Int

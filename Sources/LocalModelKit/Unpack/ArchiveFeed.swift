@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// An archive's bytes as they arrive: the extractor reads the partial archive up to what
 /// the transfer has written and waits for more, so unpacking runs beside the download
 /// (an archive install takes about max(download, extraction), not their sum). A resumed
