@@ -52,7 +52,7 @@ public enum FileIO {
     /// Opens a path someone named for reading without ever waiting on it: `O_NONBLOCK`
     /// (a FIFO with no writer would block a plain open forever), then `fstat` of what was
     /// opened, which must be a regular file. Links in the path are followed: the caller
-    /// named it. (Paths inside the store go through `openFile(_:below:)` instead.)
+    /// named it. (Paths inside the store go through `openFile(_:below:_:options:)` instead.)
     public static func openForReading(_ path: String) throws(SystemError) -> FileDescriptor {
         let fd = retrying { open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }
         guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
