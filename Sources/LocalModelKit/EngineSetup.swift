@@ -88,7 +88,7 @@ public struct EngineSetup: Sendable {
         } catch {
             throw .invalidCatalog(error)
         }
-        if catalog.isExpired(now: Int64(FileIO.wallClockSeconds())), let expiresAt = catalog.expiresAt {
+        if catalog.isExpired(now: Int64(SystemClock.wallSeconds())), let expiresAt = catalog.expiresAt {
             throw .catalogExpired(source: path, expiresAt: expiresAt)
         }
         return (catalog, path)

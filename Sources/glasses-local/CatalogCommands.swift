@@ -32,7 +32,7 @@ enum CatalogCommands {
         }
         let unreadable = catalog == nil && !FileIO.exists(file)
         // P7: an expired catalog is no longer trusted, whichever store reads it.
-        let now = FileIO.wallClockSeconds()
+        let now = SystemClock.wallSeconds()
         if let catalog, catalog.isExpired(now: Int64(now)), let expiresAt = catalog.expiresAt {
             issues.append(CatalogIssue(path: "expiresAt",
                                        message: "\(expiresAt) has passed (now \(CivilTime.iso8601(now) ?? "unknown")): the catalog expired and is no longer trusted"))

@@ -84,7 +84,7 @@ enum Doctor {
         json.append(("records", .object(recordsJSON)))
 
         let catalog = engine.catalog
-        let now = FileIO.wallClockSeconds()
+        let now = SystemClock.wallSeconds()
         let expired = catalog.isExpired(now: Int64(now))
         json.append(("catalog", ["source": .string(context.catalogSource), "catalogVersion": JSONValue(catalog.catalogVersion),
                                  "models": JSONValue(catalog.models.count), "expiresAt": JSONValue(catalog.expiresAt),

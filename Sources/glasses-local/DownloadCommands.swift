@@ -2,10 +2,6 @@ import Dispatch
 import FoundationEssentials
 import LocalModelKit
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 let downloadOptions: [OptionSpec] = [
     OptionSpec(name: "--parallel", valueName: "N", help: "Files fetched at once (default: 4, up to 16 when many files are small)."),
     OptionSpec(name: "--retries", valueName: "N", help: "Attempts in a row without progress before giving up (default 6)."),
@@ -23,11 +19,11 @@ final class InterruptHandler: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
 
     /// Read once, before any handler of ours changes the disposition.
-    private static let hangupIgnoredAtStart = FileIO.isIgnored(signal: SIGHUP)
+    private static let hangupIgnoredAtStart = Signals.isIgnored(Signals.hangup)
 
     init() {
-        for sig in [SIGINT, SIGTERM] + (Self.hangupIgnoredAtStart ? [] : [SIGHUP]) {
-            FileIO.ignore(signal: sig)
+        for sig in [Signals.interrupt, Signals.terminate] + (Self.hangupIgnoredAtStart ? [] : [Signals.hangup]) {
+            Signals.ignore(sig)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler { [flag] in flag.cancel() }
             source.resume()
@@ -56,7 +52,7 @@ final class ProgressPrinter {
         self.modelId = modelId
         if console.json { style = .json }
         else if console.quiet || noProgress { style = .none }
-        else if FileIO.isTerminal(2) { style = .bar }
+        else if ProcessEnvironment.isTerminal(2) { style = .bar }
         else { style = .lines }
     }
 

@@ -1,10 +1,6 @@
 import FoundationEssentials
 import LocalModelKit
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Where the command writes: stdout for results, stderr for messages.
 struct Console {
     var json: Bool
@@ -29,18 +25,19 @@ struct Console {
     }
 
     /// A failed write to the terminal is dropped on purpose: after a hang-up (a closed
-    /// terminal, a dropped ssh session) every write fails with EIO, and the command must
-    /// still finish what it was doing — stop the transfer, keep the partial data, exit 130 —
-    /// with no one left to read a complaint. (`FileHandle.write(_:)` would trap here.)
+    /// terminal, a dropped ssh session) every write fails with an I/O error, and the
+    /// command must still finish what it was doing — stop the transfer, keep the partial
+    /// data, exit 130 — with no one left to read a complaint. (`FileHandle.write(_:)`
+    /// would trap here.)
     private static func write(_ text: String, to fd: Int32) {
-        try? FileIO.writeAll(Array(text.utf8), to: fd)
+        try? ProcessEnvironment.writeAll(Array(text.utf8), to: fd)
     }
 
     func printJSON(_ value: JSONValue) {
         out(value.serialized(pretty: false))
     }
 
-    static var stdoutIsTerminal: Bool { FileIO.isTerminal(1) }
+    static var stdoutIsTerminal: Bool { ProcessEnvironment.isTerminal(1) }
 }
 
 enum Format {

@@ -39,7 +39,7 @@ struct Http2Tests {
             """
         try conf.write(toFile: dir + "/nginx.conf", atomically: true, encoding: .utf8)
         // In the foreground, one process (as NginxServer runs it): stopping it is one signal.
-        let nginx = Process()
+        let nginx = Subprocess()
         nginx.executableURL = URL(fileURLWithPath: try #require(NginxServer.binary, "nginx not found"))
         nginx.arguments = ["-c", dir + "/nginx.conf", "-p", dir + "/", "-e", dir + "/logs/error.log"]
         nginx.standardInput = FileHandle.nullDevice

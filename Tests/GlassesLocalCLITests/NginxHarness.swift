@@ -61,7 +61,7 @@ final class NginxServer {
     let mirror: String
     let slowRate: Int
     private(set) var port: UInt16 = 0
-    private var process: Process?
+    private var process: Subprocess?
     private var accessLogPath: String { root + "/logs/access.log" }
     private var errorLogPath: String { root + "/logs/error.log" }
 
@@ -81,7 +81,7 @@ final class NginxServer {
             port = try Self.freePort()
             let conf = root + "/conf/nginx.conf"
             try config().write(toFile: conf, atomically: true, encoding: .utf8)
-            let p = Process()
+            let p = Subprocess()
             p.executableURL = URL(fileURLWithPath: binary)
             p.arguments = ["-c", conf, "-p", root + "/", "-e", errorLogPath]
             p.standardInput = FileHandle.nullDevice

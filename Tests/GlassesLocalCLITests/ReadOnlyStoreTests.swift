@@ -32,7 +32,11 @@ struct ReadOnlyStoreTests {
         try #require(installed.status == 0, "\(installed)")
         // The user needs to reach the binary: a copy in the sandbox, readable by all.
         let binary = w.root + "/glasses-local"
-        try FileManager.default.copyItem(atPath: try w.binary, toPath: binary)
+        // Copied by cp, not in this process: a child another test forks meanwhile would hold a
+        // copy of our write descriptor until it execs, and exec of the binary would then fail
+        // with ETXTBSY ("text file busy").
+        let copied = try World.tool("/bin/cp", [try w.binary, binary])
+        try #require(copied.status == 0, "\(copied)")
         for path in [w.root, w.outer, w.cwd, w.root + "/catalogs", binary] { chmod(path, 0o755) }
         chmod(catalog, 0o644)
         let probe = try Self.runAsNobody(w, binary: binary, ["--version"], catalog: catalog)

@@ -10,7 +10,7 @@ import Glibc
 /// for a line on stderr (`HOLD <point>`), send it a signal, or `kill -9` it.
 final class CLIProcess {
     let arguments: [String]
-    private let process: Process
+    private let process: Subprocess
     private let outPath: String
     private let errPath: String
     private let outHandle: FileHandle
@@ -30,7 +30,7 @@ final class CLIProcess {
         }
         outHandle = out
         errHandle = err
-        process = Process()
+        process = Subprocess()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
         process.environment = environment

@@ -45,7 +45,7 @@ struct FileSafetyTests {
             try FileIO.writeFileAtomically(Array("sig".utf8), toPath: target)
             #expect(try StoreTestSupport.readFile(victim) == original)
             let st = try #require(try FileIO.status(target))
-            #expect((st.st_mode & S_IFMT) == S_IFREG, "the link was replaced by the file")
+            #expect(st.kind == .regular, "the link was replaced by the file")
         }
     }
 
@@ -65,7 +65,7 @@ struct FileSafetyTests {
             let fresh = dir + "/out/fresh"
             try FileIO.writeFileAtomically(Array("secret".utf8), toPath: fresh, mode: 0o600, replacing: false)
             let st = try #require(try FileIO.status(fresh))
-            #expect(st.st_mode & 0o777 == 0o600, "the mode is set at creation")
+            #expect(st.permissions & 0o777 == 0o600, "the mode is set at creation")
         }
     }
 

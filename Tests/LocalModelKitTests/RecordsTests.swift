@@ -238,7 +238,7 @@ struct RecordsTests {
             let path = store + "/records.sqlite3"
             for suffix in ["", "-wal", "-shm"] { try S.writeFile(path + suffix, [0x5A]) }
             try S.writeFile(store + "/m1/weights.bin", [1])
-            let shell = Process()
+            let shell = Subprocess()
             shell.executableURL = URL(fileURLWithPath: "/bin/sh")
             shell.arguments = ["-c", RecordsRecovery.moveAsideCommand(recordsPath: path)]
             try SpawnGate.spawn { try shell.run() }
@@ -556,8 +556,8 @@ struct RecordsTests {
 
     // MARK: Several processes at once (P9)
 
-    static func launchStress(_ binary: String, path: String, prefix: String, iterations: Int) throws -> (Process, Pipe, Pipe) {
-        let process = Process()
+    static func launchStress(_ binary: String, path: String, prefix: String, iterations: Int) throws -> (Subprocess, Pipe, Pipe) {
+        let process = Subprocess()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = [path, prefix, "\(iterations)"]
         let out = Pipe()
@@ -568,7 +568,7 @@ struct RecordsTests {
         return (process, out, err)
     }
 
-    static func finish(_ launched: [(Process, Pipe, Pipe)]) -> [(status: Int32, stdout: String, stderr: String)] {
+    static func finish(_ launched: [(Subprocess, Pipe, Pipe)]) -> [(status: Int32, stdout: String, stderr: String)] {
         launched.map { process, out, err in
             let o = out.fileHandleForReading.readDataToEndOfFile()
             let e = err.fileHandleForReading.readDataToEndOfFile()

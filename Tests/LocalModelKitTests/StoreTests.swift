@@ -124,16 +124,16 @@ struct StoreTests {
 
     /// Starts one process that takes `path` with util-linux `flock` and then sleeps while
     /// holding it. `exec` keeps it one process, so killing that pid kills the only holder.
-    static func startExternalHolder(_ path: String) throws -> Process {
+    static func startExternalHolder(_ path: String) throws -> Subprocess {
         let flock = try S.tool(["/usr/bin/flock", "/bin/flock"])
-        let process = Process()
+        let process = Subprocess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "exec 9>>\"$1\" && \"$2\" -n 9 && exec sleep 30", "sh", path, flock]
         try SpawnGate.spawn { try process.run() }
         return process
     }
 
-    static func kill9(_ process: Process) {
+    static func kill9(_ process: Subprocess) {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
         }

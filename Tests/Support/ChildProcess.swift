@@ -65,7 +65,7 @@ public enum ChildProcess {
         guard let outHandle = FileHandle(forWritingAtPath: outPath), let errHandle = FileHandle(forWritingAtPath: errPath) else {
             throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: io])
         }
-        let process = Process()
+        let process = Subprocess()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment { process.environment = environment }

@@ -10,7 +10,7 @@ import Glibc
 /// it, so a crashed test run leaves no server behind.
 public final class PortServer: Sendable {
     public let port: Int
-    private let process: Process
+    private let process: Subprocess
     private let stdinPipe: Pipe
     private let stopped = Mutex(false)
 
@@ -20,7 +20,7 @@ public final class PortServer: Sendable {
 
     /// Runs `python3 script arguments…` and waits for its "PORT <n>" line.
     public init(python script: String, _ arguments: [String] = []) throws {
-        let process = Process()
+        let process = Subprocess()
         self.process = process
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", script] + arguments

@@ -79,7 +79,7 @@ extension LocalModelEngine {
     /// catalog changes only on acceptance; a refused rollback is recorded in the history.
     public func updateCatalog(from url: String, keys given: [(name: String, pem: String)], cap: Int64 = catalogUpdateCap,
                               options: DownloadOptions = DownloadOptions(), cancellation: CancellationFlag = CancellationFlag(),
-                              now: Int64 = Int64(FileIO.wallClockSeconds())) throws(LocalModelError) -> CatalogUpdateResult {
+                              now: Int64 = Int64(SystemClock.wallSeconds())) throws(LocalModelError) -> CatalogUpdateResult {
         let records = try open().records
         let keys = layout.trustedKeys(given)
         let lock = FileLock(path: layout.locksRoot + "/@catalog.lock")

@@ -143,7 +143,7 @@ extension StoreLayout {
         let bytes = (try? FileIO.readFile(atPath: path, limit: Int(catalogUpdateCap))) ?? []
         let sig = (try? FileIO.readFile(atPath: path + ".sig", limit: 4096)) ?? []
         guard CatalogDigest.of(bytes, signature: sig) != recorded else { return nil }
-        let stamp = Int64(FileIO.wallClockSeconds())
+        let stamp = Int64(SystemClock.wallSeconds())
         let target = damagedCatalogRoot + "/\(version).json.\(stamp)"
         do {
             try createDirectory(damagedCatalogRoot)

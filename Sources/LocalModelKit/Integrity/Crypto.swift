@@ -2,12 +2,6 @@
 // https://www.openssl.org/docs/man3.0/man3/EVP_DigestInit.html
 internal import CCrypto
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A libcrypto failure, with OpenSSL's own message.
 public struct CryptoError: Error, Sendable, CustomStringConvertible {
     public var description: String
@@ -89,7 +83,7 @@ public final class SHA256Hasher {
         do {
             // Non-blocking and checked after the open: a FIFO or a device put where a file was
             // expected is refused, never waited on.
-            let file = try FileDescriptor.open(path, flags: O_RDONLY | O_NONBLOCK)
+            let file = try FileDescriptor.open(path, .readOnly, options: .nonBlocking)
             try file.requireRegularFile()
             var remaining = limit
             while remaining > 0 {

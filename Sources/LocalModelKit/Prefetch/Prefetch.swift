@@ -156,10 +156,10 @@ extension LocalModelEngine {
         guard policy.jitterSeconds > 0 && !policy.dryRun else { return }
         let delay = Double.random(in: 0...policy.jitterSeconds)
         onEvent(.waiting(seconds: delay))
-        let until = FileIO.monotonicSeconds() + delay
-        while FileIO.monotonicSeconds() < until {
+        let until = SystemClock.monotonicSeconds() + delay
+        while SystemClock.monotonicSeconds() < until {
             if cancellation.isCancelled { throw .cancelled(modelId: modelId, keptBytes: 0) }
-            FileIO.pause(microseconds: 100_000)
+            Threads.sleep(microseconds: 100_000)
         }
     }
 
@@ -201,14 +201,14 @@ extension LocalModelEngine {
             // stops as an interrupt does (partial data kept) and the run ends cleanly.
             let flag = CancellationFlag()
             let watch = WindowWatch()
-            FileIO.startThread(name: "gl-prefetch") {
+            Threads.start(name: "gl-prefetch") {
                 while !watch.isDone {
                     if cancellation.isCancelled { flag.cancel() }
                     if let window = policy.window, window.secondsLeft(atSecondOfDay: probe.secondOfDay()) == nil {
                         watch.closed()
                         flag.cancel()
                     }
-                    FileIO.pause(microseconds: 100_000)
+                    Threads.sleep(microseconds: 100_000)
                 }
             }
             defer { watch.done() }
@@ -241,7 +241,7 @@ extension LocalModelEngine {
 /// The window watcher's state, shared by the download thread and the watcher.
 private final class WindowWatch: @unchecked Sendable {
     // @unchecked: both flags are read and written under `lock`.
-    private let lock = FileIO.Lock()
+    private let lock = Threads.Lock()
     private var finished = false
     private var windowClosed = false
 

@@ -59,7 +59,7 @@ public struct PrefetchConditions: Sendable, Equatable {
 /// advances from the moment the run started.
 public final class PrefetchConditionsProbe: Sendable {
     let environment: [String: String]
-    private let startedAt = FileIO.monotonicSeconds()
+    private let startedAt = SystemClock.monotonicSeconds()
 
     public init(environment: [String: String]) {
         self.environment = environment
@@ -86,10 +86,10 @@ public final class PrefetchConditionsProbe: Sendable {
     /// Seconds after local midnight now (the override advances with the monotonic clock).
     public func secondOfDay() -> Int {
         if let text = environment["EXTENTOS_NOW"], let base = Self.secondOfDay(iso: text) {
-            let elapsed = Int((FileIO.monotonicSeconds() - startedAt).rounded(.down))
+            let elapsed = Int((SystemClock.monotonicSeconds() - startedAt).rounded(.down))
             return (base + elapsed) % 86_400
         }
-        return FileIO.localSecondOfDay()
+        return SystemClock.localSecondOfDay()
     }
 
     static func clock(_ second: Int) -> String {

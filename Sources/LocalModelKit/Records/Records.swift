@@ -1,9 +1,4 @@
 import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// The install records of one store, in `records.sqlite3`.
 ///
@@ -32,7 +27,7 @@ public final class Records: Sendable {
         // SQLITE_OPEN_NOFOLLOW guards the database file; its companions are checked here,
         // since SQLite opens them by name (P11: nothing outside the store is written).
         for file in [path, path + "-wal", path + "-shm", path + "-journal"] {
-            if let st = try? FileIO.status(file), (st.st_mode & S_IFMT) == S_IFLNK {
+            if (try? FileIO.status(file))?.kind == .symbolicLink {
                 throw RecordsError.symbolicLink(path: file)
             }
         }
@@ -63,10 +58,8 @@ public final class Records: Sendable {
     static func classify(_ error: SQLiteError, path: String) -> RecordsError {
         if error.isCorruption { return .corrupt(path: path, detail: Records.shortDetail(error)) }
         if error.isDiskFull { return .diskFull(path: path) }
-        let primary = error.code & 0xFF
-        if primary == 8 { return .readOnly(path: path) }   // SQLITE_READONLY
-        // SQLITE_CANTOPEN 14, SQLITE_PERM 3, SQLITE_READONLY 8, SQLITE_IOERR 10, SQLITE_AUTH 23.
-        if [14, 3, 8, 10, 23].contains(primary) { return .unavailable(path: path, detail: Records.shortDetail(error)) }
+        if error.isReadOnly { return .readOnly(path: path) }
+        if error.isUnavailable { return .unavailable(path: path, detail: Records.shortDetail(error)) }
         return .sqlite(error)
     }
 
@@ -188,13 +181,13 @@ public final class Records: Sendable {
     /// Retries `body` while SQLite reports BUSY/LOCKED, with a growing pause, up to `limit` seconds.
     private static func withBusyRetry<T>(path: String, limit: Double, _ body: () throws(SQLiteError) -> T) throws(RecordsError) -> T {
         let start = Date()
-        var pause: useconds_t = 2_000
+        var pause: UInt32 = 2_000
         while true {
             do {
                 return try body()
             } catch where error.isBusy {
                 if Date().timeIntervalSince(start) > limit { throw RecordsError.busyTooLong(path: path, seconds: Int(limit)) }
-                FileIO.pause(microseconds: pause)
+                Threads.sleep(microseconds: pause)
                 pause = min(pause * 2, 200_000)
             } catch {
                 throw classify(error, path: path)

@@ -23,6 +23,17 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
         let primary = code & 0xFF
         return primary == SQLITE_BUSY || primary == SQLITE_LOCKED
     }
+
+    /// The database is read-only for this connection (SQLITE_READONLY): the file's
+    /// permissions, a read-only filesystem, or a read-only open.
+    public var isReadOnly: Bool { code & 0xFF == SQLITE_READONLY }
+
+    /// The database cannot be opened or used as it stands, without being damaged:
+    /// SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_READONLY, SQLITE_IOERR or SQLITE_AUTH.
+    public var isUnavailable: Bool {
+        let primary = code & 0xFF
+        return [SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_READONLY, SQLITE_IOERR, SQLITE_AUTH].contains(primary)
+    }
 }
 
 /// A value read from or bound to a statement.

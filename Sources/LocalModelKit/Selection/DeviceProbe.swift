@@ -1,9 +1,4 @@
 import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Memory readings that drive `autoChoice`.
 public struct MemoryReading: Sendable, Equatable {

@@ -1,9 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// What `delete` removed.
 public struct DeleteResult: Sendable, Equatable {
     public var modelId: String
@@ -48,7 +44,7 @@ extension LocalModelEngine {
     /// process holding it is `busy` (exit 7).
     func withModelLock<T>(_ id: String, _ body: () throws(LocalModelError) -> T) throws(LocalModelError) -> T {
         let held: FileLock?
-        do { held = try layout.tryModelLock(id, grace: FileLock.busyGrace) } catch { throw .system(error, modelId: id) }
+        do { held = try layout.tryModelLock(id) } catch { throw .system(error, modelId: id) }
         guard let lock = held else { throw .busy(modelId: id) }
         defer { lock.unlock() }
         return try body()
@@ -61,10 +57,10 @@ extension LocalModelEngine {
     func withModelReadLock<T>(_ id: String, _ body: (_ withoutLockBecause: String?) throws(LocalModelError) -> T) throws(LocalModelError) -> T {
         let lock = FileLock(path: layout.lockPath(id: id))
         do {
-            guard try lock.tryLock(exclusive: false, grace: FileLock.busyGrace) else { throw LocalModelError.busy(modelId: id) }
+            guard try lock.tryLock(exclusive: false) else { throw LocalModelError.busy(modelId: id) }
         } catch let error as LocalModelError {
             throw error
-        } catch let error as SystemError where [EACCES, EROFS, EPERM, ENOENT].contains(error.errno) {
+        } catch let error as SystemError where error.isPermissionDenied || error.isNotFound {
             return try body("the store is not writable by this user and \(lock.path) cannot be created (\(error.message))")
         } catch {
             throw .wrap(error, modelId: id)
@@ -161,7 +157,7 @@ extension LocalModelEngine {
                 if cancellation.isCancelled { throw .cancelled(modelId: id, keptBytes: 0) }
                 let path = folder + "/" + file.path
                 guard let size = FileIO.regularFileSize(file.path, in: folder, checked: &checked) else {
-                    let planted = (try? FileIO.status(path)).flatMap { $0 }.map { ($0.st_mode & S_IFMT) != S_IFREG } ?? false
+                    let planted = (try? FileIO.status(path)).map { $0.kind != .regular } ?? false
                     problems.append(.init(path: file.path, detail: planted ? "not a regular file (a link or special file; never followed)" : "missing"))
                     continue
                 }
@@ -239,7 +235,7 @@ extension LocalModelEngine {
                 do {
                     // A link in the way (a planted one, the reason the file failed) is
                     // removed, never followed; the verified file takes its place.
-                    if let st = try FileIO.status(target), (st.st_mode & S_IFMT) != S_IFREG { try layout.remove(target) }
+                    if let found = try FileIO.status(target), found.kind != .regular { try layout.remove(target) }
                     try layout.createDirectory(FileIO.parent(of: target))
                     try layout.rename(request.partialPath, to: target)
                 } catch { throw .wrap(error, modelId: model.id) }

@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Where models live on disk, and the layout inside:
 ///
 /// ```
@@ -31,7 +25,7 @@ public struct StoreLayout: Sendable, Equatable {
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") { return xdg + "/extentos/models" }
         if let home = environment["HOME"], !home.isEmpty { return home + "/.local/share/extentos/models" }
         // No HOME (a bare systemd unit): fall back to the password database.
-        return FileIO.homeDirectoryFromPasswordDatabase().map { $0 + "/.local/share/extentos/models" }
+        return ProcessEnvironment.homeDirectoryFromPasswordDatabase().map { $0 + "/.local/share/extentos/models" }
     }
 
     public var recordsPath: String { root + "/records.sqlite3" }
@@ -87,16 +81,16 @@ public struct StoreLayout: Sendable, Equatable {
         try FileIO.createDirectory(root)
         var removed: [String] = []
         for dir in [partialRoot, stagingRoot, locksRoot, voicesRoot] {
-            if let st = try FileIO.status(dir), (st.st_mode & S_IFMT) != S_IFDIR {
-                guard (st.st_mode & S_IFMT) == S_IFLNK else {
-                    throw SystemError(message: "\(dir) is not a folder; move it out of the store and retry", errno: ENOTDIR)
+            if let found = try FileIO.status(dir), found.kind != .directory {
+                guard found.kind == .symbolicLink else {
+                    throw SystemError.notAFolder("\(dir) is not a folder; move it out of the store and retry")
                 }
                 try FileIO.removeTree(dir, below: root)
                 removed.append(dir)
             }
             do {
                 try FileIO.createDirectory(dir, below: root)
-            } catch where error.errno == EACCES || error.errno == EROFS {
+            } catch where error.isAccessDenied || error.isReadOnlyFileSystem {
                 // A store this user may read but not write (a system-wide store): reading
                 // works without the folder; a write says what it could not do.
                 continue
@@ -127,9 +121,9 @@ public struct StoreLayout: Sendable, Equatable {
     /// `path`, or `path` itself when it is one. Nothing is followed or moved.
     /// - Returns: the paths removed, relative to `path` ("" for `path` itself).
     public func removeLinks(in path: String) throws(SystemError) -> [String] {
-        guard let st = try FileIO.status(path) else { return [] }
-        guard (st.st_mode & S_IFMT) == S_IFDIR else {
-            if (st.st_mode & S_IFMT) == S_IFREG { return [] }
+        guard let found = try FileIO.status(path) else { return [] }
+        guard found.kind == .directory else {
+            if found.kind == .regular { return [] }
             try remove(path)
             return [""]
         }
@@ -186,23 +180,6 @@ public final class FileLock {
         return true
     }
 
-    /// `tryLock`, trying again for up to `grace` seconds before answering false. A lock is
-    /// sometimes held a moment after its owner let go: a child process forked by the same
-    /// program at that instant holds a copy of the descriptor (and with it the `flock`)
-    /// until it execs. Commands a person or an app runs wait that moment out instead of
-    /// reporting busy; start-up repair, which must never wait, uses `tryLock`.
-    public func tryLock(exclusive: Bool = true, grace: Double) throws(SystemError) -> Bool {
-        let deadline = monotonicSeconds() + grace
-        while true {
-            if try tryLock(exclusive: exclusive) { return true }
-            if monotonicSeconds() >= deadline { return false }
-            FileIO.pause(microseconds: 10_000)
-        }
-    }
-
-    /// How long user-facing commands give a lock to come free before reporting busy.
-    public static let busyGrace = 0.5
-
     /// Waits for the lock.
     public func lock(exclusive: Bool = true) throws(SystemError) {
         if file != nil { return }
@@ -220,14 +197,14 @@ public final class FileLock {
             do {
                 return try FileIO.createOrOpenLockFile(path)
             } catch {
-                if error.errno == ELOOP, !removedLink, let st = try FileIO.status(path), (st.st_mode & S_IFMT) == S_IFLNK {
+                if error.isLink, !removedLink, try FileIO.status(path)?.kind == .symbolicLink {
                     try FileIO.removeTree(path)
                     removedLink = true
                     continue
                 }
-                let denied = [EACCES, EROFS, EPERM].contains(error.errno)
-                if readOnly && denied, let reader = try? FileDescriptor.open(path, flags: O_RDONLY | O_NONBLOCK) { return reader }
-                var failure = SystemError(errno: error.errno, "open lock file \(path)")
+                let denied = error.isPermissionDenied
+                if readOnly && denied, let reader = try? FileDescriptor.open(path, .readOnly, options: .nonBlocking) { return reader }
+                var failure = error.attempting("open lock file \(path)")
                 if denied {
                     failure.message += " — this store is read-only for this user; changing it needs its owner, or use a store of your own (--store DIR or EXTENTOS_MODELS_DIR)"
                 }
@@ -251,12 +228,12 @@ extension StoreLayout {
     /// should make — when this user may not take it. A leftover whose name is no valid id
     /// has no lock to take: the returned lock then holds nothing. Released when the
     /// returned value goes away (or by `unlock()`).
-    func tryModelLock(_ id: String, exclusive: Bool = true, ifPermitted: Bool = false, grace: Double = 0) throws(SystemError) -> FileLock? {
+    func tryModelLock(_ id: String, exclusive: Bool = true, ifPermitted: Bool = false) throws(SystemError) -> FileLock? {
         let lock = FileLock(path: lockPath(id: id))
         guard CatalogRules.idProblem(id) == nil else { return lock }
         do {
-            return try lock.tryLock(exclusive: exclusive, grace: grace) ? lock : nil
-        } catch where ifPermitted && [EACCES, EROFS, EPERM].contains(error.errno) {
+            return try lock.tryLock(exclusive: exclusive) ? lock : nil
+        } catch where ifPermitted && error.isPermissionDenied {
             return nil
         }
     }

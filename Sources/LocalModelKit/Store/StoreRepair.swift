@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// One thing start-up repaired, said so a person understands it.
 public struct RepairAction: Sendable, Equatable, CustomStringConvertible {
     public var modelId: String?
@@ -107,7 +101,7 @@ struct StoreRepair {
             linkCandidates.append((layout.installPath(id: model.id, kind: model.kind), model.id))
         }
         for (path, owner) in linkCandidates {
-            guard let st = try FileIO.status(path), (st.st_mode & S_IFMT) != S_IFDIR, (st.st_mode & S_IFMT) != S_IFREG else { continue }
+            guard let found = try FileIO.status(path), found.kind != .directory, found.kind != .regular else { continue }
             guard let lock = try layout.tryModelLock(owner, ifPermitted: true) else { continue }
             defer { lock.unlock() }
             try layout.remove(path)

@@ -20,13 +20,15 @@ public final class FileDescriptor {
     deinit { close() }
 
     /// Opens `path` (following nothing at the last step: `O_NOFOLLOW` is always added).
-    public static func open(_ path: String, flags: Int32, mode: mode_t = 0o644) throws(SystemError) -> FileDescriptor {
-        let fd = FileIO.retrying { posixOpen(path, flags | O_NOFOLLOW | O_CLOEXEC, mode) }
+    /// - Parameters:
+    ///   - access: what the descriptor may do with the file.
+    ///   - mode: the permissions of a file `options` creates.
+    public static func open(_ path: String, _ access: Access, options: OpenOptions = [],
+                            mode: mode_t = 0o644) throws(SystemError) -> FileDescriptor {
+        let fd = FileIO.retrying { posixOpen(path, access.flags | options.rawValue | O_NOFOLLOW | O_CLOEXEC, mode) }
         guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
         return FileDescriptor(adopting: fd, path: path)
     }
-
-    public var isOpen: Bool { fd >= 0 }
 
     public func close() {
         if fd >= 0 {
@@ -68,36 +70,37 @@ public final class FileDescriptor {
         _ = ftruncate(fd, off_t(size))
     }
 
+    /// `fstat` of what is open.
+    public func status() throws(SystemError) -> FileStatus {
+        try FileIO.status(of: fd, path: path)
+    }
+
     /// The file's size now.
     public func size() throws(SystemError) -> Int64 {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
-        return Int64(st.st_size)
+        try status().size
     }
 
     /// Throws unless what is open is a regular file (a FIFO, a device, a socket or a folder
     /// someone put where a file was expected), naming what it is and what to do.
     public func requireRegularFile() throws(SystemError) {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
-        let kind: String
-        switch st.st_mode & S_IFMT {
-        case S_IFREG: return
-        case S_IFDIR: kind = "a folder"
-        case S_IFIFO: kind = "a FIFO (named pipe)"
-        case S_IFCHR, S_IFBLK: kind = "a device"
-        case S_IFSOCK: kind = "a socket"
-        default: kind = "not a regular file"
+        let what: String
+        let kind = try status().kind
+        switch kind {
+        case .regular: return
+        case .directory: what = "a folder"
+        case .fifo: what = "a FIFO (named pipe)"
+        case .characterDevice, .blockDevice: what = "a device"
+        case .socket: what = "a socket"
+        case .symbolicLink, .other: what = "not a regular file"
         }
-        throw SystemError(message: "\(path) is \(kind), not a regular file; it is not read (name a regular file)",
-                          errno: (st.st_mode & S_IFMT) == S_IFDIR ? EISDIR : EINVAL)
+        throw SystemError(message: "\(path) is \(what), not a regular file; it is not read (name a regular file)",
+                          errno: kind == .directory ? EISDIR : EINVAL)
     }
 
-    /// How many names the file has (more than one: hard-linked, its bytes shared).
+    /// How many names the file has (more than one: hard-linked, its bytes shared); 1 when
+    /// `fstat` fails.
     public func linkCount() -> Int {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return 1 }
-        return Int(st.st_nlink)
+        (try? status())?.linkCount ?? 1
     }
 
     /// Waits until the file's bytes are on the disk.
@@ -122,6 +125,39 @@ public final class FileDescriptor {
 
 @available(*, unavailable)
 extension FileDescriptor: Sendable {}
+
+extension FileDescriptor {
+    /// What an open descriptor may do with its file (swift-system's `AccessMode`).
+    public enum Access: Sendable {
+        case readOnly
+        case writeOnly
+        case readWrite
+
+        var flags: Int32 {
+            switch self {
+            case .readOnly: return O_RDONLY
+            case .writeOnly: return O_WRONLY
+            case .readWrite: return O_RDWR
+            }
+        }
+    }
+
+    /// How an open behaves (swift-system's `OpenOptions`). Every open of the file layer
+    /// adds `O_NOFOLLOW` (a link at the last step is never followed) and `O_CLOEXEC`.
+    public struct OpenOptions: OptionSet, Sendable {
+        public let rawValue: Int32
+        public init(rawValue: Int32) { self.rawValue = rawValue }
+
+        /// Creates the file when nothing is there (`O_CREAT`), with the mode given.
+        public static let create = OpenOptions(rawValue: O_CREAT)
+        /// With `create`: fails when something is already there, even a dangling link
+        /// (`O_EXCL`), so a name someone planted is never written through.
+        public static let exclusiveCreate = OpenOptions(rawValue: O_EXCL)
+        /// Never waits in the open (`O_NONBLOCK`): a FIFO without a writer would block a
+        /// plain open forever.
+        public static let nonBlocking = OpenOptions(rawValue: O_NONBLOCK)
+    }
+}
 
 // The C calls, out of the way of the methods of the same names.
 private func posixOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { open(path, flags, mode) }

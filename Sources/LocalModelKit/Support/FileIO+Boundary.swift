@@ -4,18 +4,6 @@ import Glibc
 import Darwin
 #endif
 
-/// A file's identity on this machine, its device and inode: two names of one file, or a
-/// folder reached by two spellings (a link, a bind mount, `..`), have the same one.
-public struct FileIdentity: Sendable, Hashable {
-    public var device: UInt64
-    public var inode: UInt64
-
-    init(_ st: stat) {
-        device = UInt64(truncatingIfNeeded: st.st_dev)
-        inode = UInt64(truncatingIfNeeded: st.st_ino)
-    }
-}
-
 /// What a walk below a root refused, or failed at, as a value: each caller says it in its
 /// own terms (the store's commands and `mirror` keep to different boundaries).
 public enum BoundaryError: Error, Sendable, Equatable {
@@ -51,16 +39,6 @@ public enum BoundaryError: Error, Sendable, Equatable {
     }
 }
 
-/// What `linkOrCopy` did.
-public enum LinkOutcome: Sendable, Equatable {
-    /// A hard link to the source now stands at the destination.
-    case linked
-    /// A copy (the filesystem could not link): another file with the same bytes.
-    case copied
-    /// The destination already was the source (the same inode): nothing was done.
-    case unchanged
-}
-
 /// Changing the store without leaving it (P11), and writing a mirror without leaving its
 /// folder: every folder below a root is opened with `openat(O_DIRECTORY | O_NOFOLLOW)`,
 /// files `O_NOFOLLOW`, and links, renames and removals go through those descriptors, so a
@@ -74,14 +52,20 @@ extension FileIO {
 
     /// Opens a file below `root` without following any link on the way: every folder
     /// from `root` down is opened `O_DIRECTORY | O_NOFOLLOW`, the file itself `O_NOFOLLOW`.
-    /// - Parameter createParents: create missing folders on the way.
+    /// - Parameters:
+    ///   - access: what the descriptor may do with the file.
+    ///   - options: `.create` for a file that may be absent, `[.create, .exclusiveCreate]`
+    ///     for one that must not exist yet.
+    ///   - mode: the permissions of a file created.
+    ///   - createParents: create missing folders on the way.
     /// - Returns: the open file (closed when the value goes away).
-    public static func openFile(_ path: String, below root: String, flags: Int32, mode: mode_t = 0o644,
+    public static func openFile(_ path: String, below root: String, _ access: FileDescriptor.Access,
+                                options: FileDescriptor.OpenOptions = [], mode: mode_t = 0o644,
                                 createParents: Bool = false) throws(SystemError) -> FileDescriptor {
         let (parent, leaf) = split(path)
         let dir = try openDirectory(parent, below: root, create: createParents)
         defer { close(dir) }
-        let fd = retrying { openat(dir, leaf, flags | O_NOFOLLOW | O_CLOEXEC, mode) }
+        let fd = retrying { openat(dir, leaf, access.flags | options.rawValue | O_NOFOLLOW | O_CLOEXEC, mode) }
         guard fd >= 0 else { throw refusal(errno, dir: dir, name: leaf, path: path, "open") }
         return FileDescriptor(adopting: fd, path: path)
     }
@@ -100,7 +84,7 @@ extension FileIO {
     /// followed (`ELOOP`: the caller removes it and retries). Lock files hold no bytes, so
     /// sharing one with another process is their purpose; only `flock` is used on it.
     public static func createOrOpenLockFile(_ path: String) throws(SystemError) -> FileDescriptor {
-        try FileDescriptor.open(path, flags: O_RDWR | O_CREAT | O_NONBLOCK)
+        try FileDescriptor.open(path, .readWrite, options: [.create, .nonBlocking])
     }
 
     /// `rename` of two paths below `root`, neither of whose folders is reached through a
@@ -130,7 +114,7 @@ extension FileIO {
         let dir: Int32
         do {
             dir = try openDirectory(parent, below: root, create: false)
-        } catch where error.errno == ENOENT {
+        } catch where error.isNotFound {
             return 0
         }
         defer { close(dir) }
@@ -142,16 +126,12 @@ extension FileIO {
     }
 
     private static func removeEntry(_ name: String, in dir: Int32, path: String) throws(SystemError) -> Int64 {
-        var st = stat()
-        guard fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else {
-            if errno == ENOENT { return 0 }
-            throw SystemError(errno: errno, "stat \(path)")
-        }
-        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+        guard let found = try status(at: name, in: dir, path: path) else { return 0 }
+        guard found.kind == .directory else {
             guard unlinkat(dir, name, 0) == 0 || errno == ENOENT else { throw SystemError(errno: errno, "remove \(path)") }
             // Freed only when this was the file's last name: a hard-linked file's bytes
             // stay with its other names (another model sharing it).
-            return (st.st_mode & S_IFMT) == S_IFREG && st.st_nlink <= 1 ? Int64(st.st_blocks) * 512 : 0
+            return found.kind == .regular && found.linkCount <= 1 ? found.allocatedBytes : 0
         }
         let sub = retrying { openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
         if sub < 0 {
@@ -272,226 +252,22 @@ extension FileIO {
     /// Throws `.forbidden` when the open folder `fd` is `forbidden`.
     private static func refuse(_ fd: Int32, at path: String, ifItIs forbidden: FileIdentity?) throws(BoundaryError) {
         guard let forbidden else { return }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw .system(SystemError(errno: errno, "stat \(path)")) }
-        if FileIdentity(st) == forbidden { throw .forbidden(path: path) }
+        let identity: FileIdentity
+        do { identity = try status(of: fd, path: path).identity } catch { throw .system(error) }
+        if identity == forbidden { throw .forbidden(path: path) }
     }
 
     /// The error for a failed `openat`, in the store's terms.
-    private static func refusal(_ code: Int32, dir: Int32, name: String, path: String, _ what: String) -> SystemError {
+    static func refusal(_ code: Int32, dir: Int32, name: String, path: String, _ what: String) -> SystemError {
         classify(code, dir: dir, name: name, path: path, what).systemError
     }
 
     /// The error for a failed `openat`: a link or a non-folder in the way is named as such.
     private static func classify(_ code: Int32, dir: Int32, name: String, path: String, _ what: String) -> BoundaryError {
-        var st = stat()
-        if (code == ELOOP || code == ENOTDIR || code == EMLINK), fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 {
-            if (st.st_mode & S_IFMT) == S_IFLNK { return .link(path: path) }
-            if (st.st_mode & S_IFMT) != S_IFDIR && code == ENOTDIR { return .notAFolder(path: path) }
+        if code == ELOOP || code == ENOTDIR || code == EMLINK, let found = try? status(at: name, in: dir, path: path) {
+            if found.kind == .symbolicLink { return .link(path: path) }
+            if found.kind != .directory && code == ENOTDIR { return .notAFolder(path: path) }
         }
         return .system(SystemError(errno: code, "\(what) \(path)"))
-    }
-
-    // MARK: Linking or copying a file over a boundary
-
-    /// Gives `destination`, below `root`, the bytes of the regular file `source`, below
-    /// `sourceRoot`: a hard link where the filesystem allows, else a copy; nothing is
-    /// deleted first, so a reader sees the old file or the new one, and when the
-    /// destination already is the source (the same inode) nothing is done at all.
-    ///
-    /// Neither side follows a link: every folder from each root down is opened
-    /// `O_DIRECTORY | O_NOFOLLOW` (missing folders below `root` are made with `mkdirat`),
-    /// the source `O_NOFOLLOW` read-only and checked to be a regular file with `fstat`,
-    /// and a link at the destination is refused. The new file is made under a random
-    /// name in the destination's folder, exclusively (`linkat`, or `openat` with
-    /// `O_CREAT | O_EXCL | O_NOFOLLOW`, so nothing planted under a guessable name is ever
-    /// written through), fsynced when copied, and `renameat` over the destination.
-    ///
-    /// - Parameters:
-    ///   - avoiding: a folder never to enter on the way to `destination` (`mirror`: the
-    ///     store); checked by device and inode at every step, `root` included.
-    /// - Throws: `BoundaryError`, saying which link, folder or call stopped it.
-    public static func linkOrCopy(_ source: String, within sourceRoot: String, to destination: String,
-                                  below root: String, avoiding forbidden: FileIdentity? = nil) throws(BoundaryError) -> LinkOutcome {
-        let (sourceParent, sourceLeaf) = split(source)
-        let sourceDir: Int32
-        do { sourceDir = try openDirectory(sourceParent, below: sourceRoot, create: false) } catch { throw .source(error) }
-        defer { close(sourceDir) }
-        let input = retrying { openat(sourceDir, sourceLeaf, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
-        guard input >= 0 else { throw .source(refusal(errno, dir: sourceDir, name: sourceLeaf, path: source, "open")) }
-        let reader = FileDescriptor(adopting: input, path: source)
-        var sourceStat = stat()
-        guard fstat(input, &sourceStat) == 0 else { throw .source(SystemError(errno: errno, "stat \(source)")) }
-        guard (sourceStat.st_mode & S_IFMT) == S_IFREG else {
-            throw .source(SystemError(message: "\(source) is not a regular file", errno: EINVAL))
-        }
-        let identity = FileIdentity(sourceStat)
-
-        let (parent, leaf) = split(destination)
-        let dir = try walkDown(to: parent, below: root, create: true, avoiding: forbidden)
-        defer { close(dir) }
-        var existing = stat()
-        if fstatat(dir, leaf, &existing, AT_SYMLINK_NOFOLLOW) == 0 {
-            switch existing.st_mode & S_IFMT {
-            case S_IFREG: if FileIdentity(existing) == identity { return .unchanged }
-            case S_IFLNK: throw .link(path: destination)
-            default: throw .occupied(path: destination)
-            }
-        } else if errno != ENOENT {
-            throw .system(SystemError(errno: errno, "stat \(destination)"))
-        }
-
-        let outcome: LinkOutcome
-        let temporary: String
-        if let linked = try linkExclusively(sourceDir, sourceLeaf, identity: identity, into: dir, path: destination) {
-            outcome = .linked
-            temporary = linked
-        } else {
-            outcome = .copied
-            temporary = try copyExclusively(reader, into: dir, path: destination)
-        }
-        // A link or folder planted at the destination since the check above is replaced
-        // (a link) or refuses the rename (a folder); neither is followed.
-        guard renameat(dir, temporary, dir, leaf) == 0 else {
-            let e = errno
-            unlinkat(dir, temporary, 0)
-            if e == EISDIR { throw .occupied(path: destination) }
-            throw .system(SystemError(errno: e, "rename into \(destination)"))
-        }
-        return outcome
-    }
-
-    /// A name no one can have planted: `.glasses-local-<64 random bits>.tmp` (the leaf's
-    /// own name is left out, so a long one cannot push it past `NAME_MAX`).
-    private static func temporaryName() -> String {
-        let hex = String(UInt64.random(in: .min ... .max), radix: 16)
-        return ".glasses-local-" + String(repeating: "0", count: 16 - hex.count) + hex + ".tmp"
-    }
-
-    /// How many random names are tried before giving up (a clash is already unlikely).
-    private static let temporaryAttempts = 16
-
-    /// Hard-links the source to a fresh random name in `dir`; nil when this filesystem
-    /// cannot link it (another device, no hard links, too many links) or when the name
-    /// linked turns out not to be the file opened and checked (swapped since): copy then.
-    private static func linkExclusively(_ sourceDir: Int32, _ sourceLeaf: String, identity: FileIdentity,
-                                        into dir: Int32, path: String) throws(BoundaryError) -> String? {
-        for _ in 0..<temporaryAttempts {
-            let name = temporaryName()
-            // Flags 0: a link at the source's name would itself be linked, never followed.
-            if linkat(sourceDir, sourceLeaf, dir, name, 0) == 0 {
-                var st = stat()
-                if fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0, (st.st_mode & S_IFMT) == S_IFREG, FileIdentity(st) == identity {
-                    return name
-                }
-                unlinkat(dir, name, 0)
-                return nil
-            }
-            switch errno {
-            case EEXIST: continue
-            case EXDEV, EPERM, EMLINK, ENOTSUP: return nil
-            default: throw .system(SystemError(errno: errno, "link \(path)"))
-            }
-        }
-        throw .system(SystemError(errno: EEXIST, "link \(path) under a fresh temporary name"))
-    }
-
-    /// Copies the open source into a fresh random name in `dir`, created exclusively,
-    /// and fsyncs it; on any failure the temporary file is removed.
-    private static func copyExclusively(_ reader: FileDescriptor, into dir: Int32, path: String) throws(BoundaryError) -> String {
-        let writer: FileDescriptor, name: String
-        do { (writer, name) = try createTemporary(in: dir, near: "glasses-local", path: path, mode: 0o644) } catch { throw .system(error) }
-        var done = false
-        defer {
-            writer.close()
-            if !done { unlinkat(dir, name, 0) }
-        }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset: Int64 = 0
-        while true {
-            let n: Int
-            do { n = try reader.read(into: buffer, at: offset) } catch { throw .source(error) }
-            if n == 0 { break }
-            if let failure = writer.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n])).error { throw .system(failure) }
-            offset += Int64(n)
-        }
-        do { try writer.sync() } catch { throw .system(error) }
-        done = true
-        return name
-    }
-
-    // MARK: Where a folder really is
-
-    /// The identity of the folder at `path` (links on the way followed: where it really
-    /// is), or nil when nothing is there.
-    public static func directoryIdentity(_ path: String) throws(SystemError) -> FileIdentity? {
-        let fd = retrying { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        if fd < 0 && errno == ENOENT { return nil }
-        guard fd >= 0 else { throw SystemError(errno: errno, "open folder \(path)") }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
-        return FileIdentity(st)
-    }
-
-    /// Whether the folder at `path` (or, while it does not exist yet, the nearest folder
-    /// above it that does) is `folder` or lies anywhere below it. Walks up from the open
-    /// folder with `openat(fd, "..")` to `/`, comparing device and inode at each step, so
-    /// a link, a bind mount or `..` in `path` is seen through where comparing strings
-    /// would see nothing.
-    public static func isWithin(_ path: String, folder: FileIdentity) throws(SystemError) -> Bool {
-        var candidate = path
-        var fd = retrying { open(candidate, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        while fd < 0 {
-            guard errno == ENOENT || errno == ENOTDIR, candidate != "/", !candidate.isEmpty else {
-                throw SystemError(errno: errno, "open folder \(candidate)")
-            }
-            candidate = split(candidate).parent
-            if candidate.isEmpty { candidate = "." }
-            fd = retrying { open(candidate, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(candidate)") }
-        var here = FileIdentity(st)
-        // Bounded: a filesystem whose ".." never reaches "/" must not loop forever.
-        for _ in 0..<4096 {
-            if here == folder { return true }
-            let up = retrying { openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-            guard up >= 0 else { throw SystemError(errno: errno, "open the folder above \(candidate)") }
-            close(fd)
-            fd = up
-            guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat a folder above \(candidate)") }
-            let above = FileIdentity(st)
-            // "/" is its own parent.
-            if above == here { return false }
-            here = above
-        }
-        throw SystemError(message: "the folders above \(candidate) never reach '/'", errno: ELOOP)
-    }
-
-    /// "/a/b/c" → ("/a/b", "c").
-    static func split(_ path: String) -> (parent: String, leaf: String) {
-        let trimmed = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
-        guard let slash = trimmed.lastIndex(of: "/") else { return ("", trimmed) }
-        let parent = slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
-        return (parent, String(trimmed[trimmed.index(after: slash)...]))
-    }
-
-    /// Size of the regular file at `relative` below `folder`, or nil when it is absent,
-    /// not a regular file, or reached through a link (every folder on the way is
-    /// `lstat`ed too; `checked` remembers the folders already found to be real).
-    public static func regularFileSize(_ relative: String, in folder: String, checked: inout Set<String>) -> Int64? {
-        var index = relative.startIndex
-        while let slash = relative[index...].firstIndex(of: "/") {
-            let prefix = String(relative[..<slash])
-            if !checked.contains(prefix) {
-                guard isDirectory(folder + "/" + prefix) else { return nil }
-                checked.insert(prefix)
-            }
-            index = relative.index(after: slash)
-        }
-        return regularFileSize(folder + "/" + relative)
     }
 }

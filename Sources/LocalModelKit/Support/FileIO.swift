@@ -5,29 +5,17 @@ import Darwin
 #endif
 import CSystem
 
-/// A failed system call, with the errno and what was being attempted.
-public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var errno: Int32
-    /// "open /x/records.sqlite3: No such file or directory".
-    public var message: String
-    public var description: String { message }
-
-    public init(errno: Int32, _ what: String) {
-        self.errno = errno
-        self.message = "\(what): \(String(cString: strerror(errno)))"
-    }
-
-    public init(message: String, errno: Int32 = 0) {
-        self.errno = errno
-        self.message = message
-    }
-
-    /// True for "no space left" and "quota exceeded".
-    public var isOutOfSpace: Bool { errno == ENOSPC || errno == EDQUOT }
-}
-
-/// Thin, throwing wrappers over the POSIX calls the store needs (swift-system style:
-/// the call, then `errno` turned into an error that says what was attempted).
+/// The file system: thin, throwing wrappers over the POSIX calls the store needs
+/// (swift-system style: the call, then `errno` turned into an error that says what was
+/// attempted). Callers get values (`FileStatus`, `FileKind`, `FileIdentity`), named
+/// errors (`SystemError.isNotFound`…) and named open modes (`FileDescriptor.Access`,
+/// `OpenOptions`), never `st_mode`, `errno` values or `O_*` flags.
+///
+/// This file: whole files (reading one someone named, writing one atomically), syncing,
+/// and `stat`. Beside it: `FileIO+Folders` (paths and folders as the caller names them),
+/// `FileIO+Paths` (path strings), `FileIO+Boundary` (changing a tree without leaving its
+/// root), `FileIO+LinkOrCopy` and `FileIO+FolderIdentity`. The process, its signals,
+/// threads and clocks are `ProcessEnvironment`, `Signals`, `Threads` and `SystemClock`.
 public enum FileIO {
     /// Retries a call interrupted by a signal.
     @inline(__always)
@@ -64,7 +52,7 @@ public enum FileIO {
     /// Opens a path someone named for reading without ever waiting on it: `O_NONBLOCK`
     /// (a FIFO with no writer would block a plain open forever), then `fstat` of what was
     /// opened, which must be a regular file. Links in the path are followed: the caller
-    /// named it. (Paths inside the store go through `openFile(_:below:)` instead.)
+    /// named it. (Paths inside the store go through `openFile(_:below:_:options:)` instead.)
     public static func openForReading(_ path: String) throws(SystemError) -> FileDescriptor {
         let fd = retrying { open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }
         guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
@@ -131,21 +119,6 @@ public enum FileIO {
         }
     }
 
-    /// Writes all of `bytes` to an open descriptor (stdout, stderr), retrying short writes
-    /// and `EINTR`. Unlike `FileHandle.write(_:)`, which traps when the write fails, this
-    /// throws — a terminal that hung up answers `EIO`, and that must not crash the caller.
-    public static func writeAll(_ bytes: [UInt8], to fd: Int32) throws(SystemError) {
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { buf in
-                retrying { write(fd, buf.baseAddress.map { $0 + offset }, buf.count - offset) }
-            }
-            if n < 0 { throw SystemError(errno: errno, "write to descriptor \(fd)") }
-            if n == 0 { throw SystemError(errno: EIO, "write to descriptor \(fd)") }
-            offset += n
-        }
-    }
-
     /// Flushes every file of the filesystem holding `path` (Linux `syncfs`; `fsync` of
     /// the folder elsewhere, where files are flushed one by one).
     public static func syncFilesystem(_ path: String) throws(SystemError) {
@@ -165,194 +138,30 @@ public enum FileIO {
         guard fsync(fd) == 0 else { throw SystemError(errno: errno, "fsync folder \(path)") }
     }
 
-    /// `stat`, or nil when nothing is there.
-    public static func status(_ path: String) throws(SystemError) -> stat? {
+    // MARK: What is at a path
+
+    /// `lstat`: what stands at `path` itself (a link is reported, never followed), or nil
+    /// when nothing is there.
+    public static func status(_ path: String) throws(SystemError) -> FileStatus? {
         var st = stat()
-        if lstat(path, &st) == 0 { return st }
+        if lstat(path, &st) == 0 { return FileStatus(st) }
         if errno == ENOENT || errno == ENOTDIR { return nil }
         throw SystemError(errno: errno, "stat \(path)")
     }
 
-    public static func exists(_ path: String) -> Bool {
+    /// `fstat` of an open descriptor; `path` names it in the error.
+    static func status(of fd: Int32, path: String) throws(SystemError) -> FileStatus {
         var st = stat()
-        return lstat(path, &st) == 0
+        guard fstat(fd, &st) == 0 else { throw SystemError(errno: errno, "stat \(path)") }
+        return FileStatus(st)
     }
 
-    public static func isDirectory(_ path: String) -> Bool {
+    /// `fstatat` of `name` in the open folder `dir`, a link not followed; nil when nothing
+    /// is there (`ENOENT`). `path` names it in the error.
+    static func status(at name: String, in dir: Int32, path: String) throws(SystemError) -> FileStatus? {
         var st = stat()
-        return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
-    }
-
-    /// Size of a regular file, or nil when it is absent or not a regular file.
-    public static func regularFileSize(_ path: String) -> Int64? {
-        var st = stat()
-        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Int64(st.st_size)
-    }
-
-    /// `mkdir -p`.
-    public static func createDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) {
-        if isDirectory(path) { return }
-        var prefix = ""
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-            prefix += (prefix.isEmpty && !path.hasPrefix("/") ? "" : "/") + component
-            if mkdir(prefix, mode) != 0 && errno != EEXIST {
-                throw SystemError(errno: errno, "create folder \(prefix)")
-            }
-        }
-        guard isDirectory(path) else { throw SystemError(errno: exists(path) ? ENOTDIR : ENOENT, "create folder \(path)") }
-    }
-
-    /// Names in a folder (without `.` and `..`); empty when the folder does not exist.
-    public static func listDirectory(_ path: String) throws(SystemError) -> [String] {
-        guard let dir = opendir(path) else {
-            if errno == ENOENT { return [] }
-            throw SystemError(errno: errno, "list \(path)")
-        }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
-    }
-
-    /// `rm -rf` without following symlinks; returns the bytes of regular files removed.
-    /// The folder holding `path` is trusted as it is; below it, nothing is followed.
-    @discardableResult
-    public static func removeTree(_ path: String) throws(SystemError) -> Int64 {
-        let (parent, leaf) = split(path)
-        return try removeTree(path, below: parent.isEmpty ? "." : parent, leaf: leaf)
-    }
-
-    /// `rename`, with its error.
-    public static func rename(_ from: String, to: String) throws(SystemError) {
-        guard posixRename(from, to) == 0 else { throw SystemError(errno: errno, "rename \(from) to \(to)") }
-    }
-
-    /// Regular files under `root`, as paths relative to it, sorted bytewise; symlinks and
-    /// other special files are reported in `others`.
-    public static func walkFiles(_ root: String) throws(SystemError) -> (files: [String], others: [String]) {
-        var files: [String] = []
-        var others: [String] = []
-        func walk(_ relative: String) throws(SystemError) {
-            let full = relative.isEmpty ? root : root + "/" + relative
-            for name in try listDirectory(full) {
-                let rel = relative.isEmpty ? name : relative + "/" + name
-                guard let st = try status(root + "/" + rel) else { continue }
-                switch st.st_mode & S_IFMT {
-                case S_IFDIR: try walk(rel)
-                case S_IFREG: files.append(rel)
-                default: others.append(rel)
-                }
-            }
-        }
-        guard isDirectory(root) else { throw SystemError(errno: exists(root) ? ENOTDIR : ENOENT, "read folder \(root)") }
-        try walk("")
-        return (files.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }, others)
-    }
-
-    /// The absolute form of `path` against the working directory (no symlink resolution).
-    public static func absolutePath(_ path: String) -> String {
-        if path.hasPrefix("/") { return normalize(path) }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        guard getcwd(&buffer, buffer.count) != nil else { return path }
-        let cwd = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        return normalize(cwd + "/" + path)
-    }
-
-    /// Removes `.` segments, duplicate slashes and trailing slashes (keeps `..`).
-    static func normalize(_ path: String) -> String {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
-        return "/" + parts.joined(separator: "/")
-    }
-
-    // MARK: The process and the system
-
-    /// Free and total bytes of the filesystem holding `path` for this user (`statvfs`),
-    /// saturating instead of trapping on what a filesystem may report (P12).
-    public static func space(of path: String) throws(SystemError) -> (available: Int64, total: Int64) {
-        var vfs = statvfs()
-        guard statvfs(path, &vfs) == 0 else { throw SystemError(errno: errno, "read free space of \(path)") }
-        let unit = Int64(clamping: vfs.f_frsize != 0 ? vfs.f_frsize : vfs.f_bsize)
-        func bytes(_ blocks: some BinaryInteger) -> Int64 {
-            let (product, overflow) = Int64(clamping: blocks).multipliedReportingOverflow(by: unit)
-            return overflow ? .max : product
-        }
-        return (bytes(vfs.f_bavail), bytes(vfs.f_blocks))
-    }
-
-    /// This user's home folder from the password database (for a process without HOME).
-    public static func homeDirectoryFromPasswordDatabase() -> String? {
-        guard let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir else { return nil }
-        return String(cString: dir)
-    }
-
-    /// Whether `fd` (1 stdout, 2 stderr) is a terminal.
-    public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
-
-    /// Sleeps this thread for `microseconds`.
-    public static func pause(microseconds: UInt32) { _ = usleep(microseconds) }
-
-    /// This process's id.
-    public static var processID: Int32 { getpid() }
-
-    /// Seconds since 1970 on the wall clock (CLOCK_REALTIME).
-    public static func wallClockSeconds() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    /// Seconds after local midnight (the system's time zone).
-    public static func localSecondOfDay() -> Int {
-        var t = time(nil)
-        var parts = tm()
-        guard localtime_r(&t, &parts) != nil else { return Int(t % 86_400) }
-        return Int(parts.tm_hour) * 3600 + Int(parts.tm_min) * 60 + Int(parts.tm_sec)
-    }
-
-    /// Seconds on a clock that never jumps (CLOCK_MONOTONIC).
-    public static func monotonicSeconds() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-
-    /// Whether `signal` is ignored now (a process started under `nohup` ignores SIGHUP).
-    public static func isIgnored(signal: Int32) -> Bool {
-        var current = sigaction()
-        guard sigaction(signal, nil, &current) == 0 else { return false }
-        #if os(Linux)
-        guard let handler = current.__sigaction_handler.sa_handler else { return false }
-        #else
-        guard let handler = current.__sigaction_u.__sa_handler else { return false }
-        #endif
-        return unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
-    }
-
-    /// Ignores `signal`'s default action (a dispatch source then receives it).
-    public static func ignore(signal: Int32) {
-        _ = posixSignal(signal, SIG_IGN)
-    }
-
-    /// Stops this process (`SIGSTOP`) until a `SIGCONT` (a test hook's pause).
-    static func stopSelf() { _ = raise(SIGSTOP) }
-
-    /// Waits forever (a test hook's hold, ended by `kill -9`).
-    static func sleepForever() -> Never {
-        while true { _ = sleep(60) }
+        if fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 { return FileStatus(st) }
+        if errno == ENOENT { return nil }
+        throw SystemError(errno: errno, "stat \(path)")
     }
 }
-
-/// The C `rename`, out of the way of `FileIO.rename`.
-private func posixRename(_ from: String, _ to: String) -> Int32 { rename(from, to) }
-
-/// The C `signal`, out of the way of the parameters named `signal`.
-private func posixSignal(_ number: Int32, _ handler: sighandler_t?) -> sighandler_t? { signal(number, handler) }
-
-/// Seconds on a clock that never jumps (CLOCK_MONOTONIC), for rates and timeouts.
-public func monotonicSeconds() -> Double { FileIO.monotonicSeconds() }

@@ -29,11 +29,11 @@ enum TestHooks {
         guard let armed, armed.point == name else { return }
         switch armed.action {
         case .hold:
-            try? FileIO.writeAll(Array("HOLD \(name)\n".utf8), to: 2)
-            FileIO.sleepForever()
+            try? ProcessEnvironment.writeAll(Array("HOLD \(name)\n".utf8), to: 2)
+            Threads.sleepForever()
         case .pause:
-            try? FileIO.writeAll(Array("PAUSE \(name)\n".utf8), to: 2)
-            FileIO.stopSelf()
+            try? ProcessEnvironment.writeAll(Array("PAUSE \(name)\n".utf8), to: 2)
+            Signals.stopSelf()
         }
     }
 }

@@ -42,14 +42,3 @@ extension StringProtocol {
         return text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
     }
 }
-
-extension FileIO {
-    /// `/a/b/c` → `/a/b` (the folder holding a path).
-    public static func parent(of path: String) -> String {
-        let parent = split(path).parent
-        return parent.isEmpty ? "." : parent
-    }
-
-    /// `/a/b/c` → `c`; the last component of a URL path too.
-    public static func lastComponent(of path: String) -> String { split(path).leaf }
-}

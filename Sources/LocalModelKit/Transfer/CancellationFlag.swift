@@ -3,7 +3,7 @@ public final class CancellationFlag: @unchecked Sendable {
     // @unchecked: both fields are read and written only under `lock`. A pthread mutex
     // rather than `Mutex`: ThreadSanitizer sees pthread locks, not the futex behind `Mutex`
     // on Linux, so `swift test --sanitize=thread` can check the race test without false reports.
-    private let lock = FileIO.Lock()
+    private let lock = Threads.Lock()
     private var cancelled = false
     private var waker: CurlWaker?
 

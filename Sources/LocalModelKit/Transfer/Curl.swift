@@ -30,7 +30,8 @@ public enum CurlResult: Sendable, Equatable {
 protocol CurlEasyDelegate: AnyObject {
     /// One header line (with CRLF). Return false to abort.
     func curlHeader(_ line: UnsafeRawBufferPointer) -> Bool
-    /// Body bytes. Return the count consumed; anything less aborts with `.writeRefused`.
+    /// Body bytes. Return the count consumed (anything less aborts with `.writeRefused`),
+    /// or `CurlEasy.pauseWriting` to have them offered again after `unpause()`.
     func curlBody(_ bytes: UnsafeRawBufferPointer) -> Int
     /// Periodic progress tick. Return false to abort (cancellation).
     func curlTick() -> Bool
@@ -44,6 +45,10 @@ private let curlGlobalInit: Bool = {
 
 /// One libcurl easy handle. Not Sendable: owned by one transfer loop.
 final class CurlEasy {
+    /// What `curlBody` returns to pause the transfer (CURL_WRITEFUNC_PAUSE): libcurl keeps
+    /// the bytes and hands them over again once `unpause()` is called.
+    static let pauseWriting = Int(CURL_WRITEFUNC_PAUSE)
+
     /// Why libcurl could not be opened, when it could not (it is loaded on first use).
     static var loadProblem: String? { glasses_curl_load_error().map { String(cString: $0) } }
 
@@ -75,12 +80,12 @@ final class CurlEasy {
         return text.isEmpty ? nil : text
     }
 
-    /// Resets per-attempt options, keeping the connection cache.
     /// Resumes a transfer whose write callback paused it (the rate limiter's budget is back).
     func unpause() {
         _ = glasses_curl_easy_pause(handle, CURLPAUSE_CONT)
     }
 
+    /// Resets per-attempt options, keeping the connection cache.
     func reset() {
         glasses_curl_easy_reset(handle)
         refusedOption = nil
@@ -187,6 +192,23 @@ final class CurlEasy {
         var pointer: UnsafeMutablePointer<CChar>?
         guard glasses_easy_getinfo_str(handle, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }
         return String(cString: pointer)
+    }
+
+    /// Whether `result`, the last transfer's, is a stall: the low-speed limit
+    /// (CURLOPT_LOW_SPEED_LIMIT for CURLOPT_LOW_SPEED_TIME) rather than the connect timeout.
+    ///
+    /// libcurl ends both with CURLE_OPERATION_TIMEDOUT and exposes no flag for either (only
+    /// its error text differs). It checks the speed only while the request is under way,
+    /// which begins once it has recorded the pre-transfer time (CURLINFO_PRETRANSFER_TIME_T,
+    /// at least 1 µs, zeroed at the start of each transfer); the connect timeout applies only
+    /// before that, and no overall CURLOPT_TIMEOUT is set. So a timeout with a pre-transfer
+    /// time is the speed limit. (After a followed redirect the times of all requests add up:
+    /// a connect timeout on a later hop counts as a stall too, and is retried the same way.)
+    func isStall(_ result: CurlResult) -> Bool {
+        guard case .timedOut = result else { return false }
+        var microseconds: curl_off_t = 0
+        guard glasses_easy_getinfo_off(handle, CURLINFO_PRETRANSFER_TIME_T, &microseconds) == CURLE_OK else { return false }
+        return microseconds > 0
     }
 
     /// The HTTP version used (for diagnostics: "HTTP/2").

@@ -1,9 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// Where a download is.
 public enum DownloadPhase: String, Sendable {
     case resolve, download, verify, unpack, install
@@ -61,7 +57,7 @@ extension LocalModelEngine {
         let flag = CancellationFlag()
         let result: Result<String, LocalModelError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<String, LocalModelError>, Never>) in
-                FileIO.startThread(name: "gl-download") {
+                Threads.start(name: "gl-download") {
                     let outcome: Result<String, LocalModelError>
                     do throws(LocalModelError) {
                         outcome = .success(try self.downloadBlocking(modelId: modelId, options: options, cancellation: flag, onEvent: onEvent))

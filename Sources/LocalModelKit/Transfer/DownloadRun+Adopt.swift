@@ -4,12 +4,14 @@
 /// it complete and verifies it from disk like any resume base, and a shared (linked) file
 /// is never written: `FileJob.restartFromZero` gives it a fresh name first.
 extension DownloadRun {
-    /// Adopts what the store already holds; returns the adopted paths and their bytes.
+    /// Adopts what the store already holds, and says so: an `.adopted` event and a history
+    /// row. Nothing is returned: the transfer that follows finds the adopted files complete
+    /// on disk and verifies them like any resume base, so it needs no list of them.
     /// Best effort: a file that cannot be adopted is simply downloaded.
-    func adoptStoredCopies() -> (paths: [String], bytes: Int64) {
+    func adoptStoredCopies() {
         let hashed = model.files.filter { $0.sha256 != nil }
         guard !hashed.isEmpty,
-              let (installs, allFiles) = try? records.read({ ctx in (try ctx.installs(), try ctx.allFiles()) }) else { return ([], 0) }
+              let (installs, allFiles) = try? records.read({ ctx in (try ctx.installs(), try ctx.allFiles()) }) else { return }
         // SHA-256 and size → an installed copy (its folder and path inside it).
         var holders: [String: (folder: String, path: String)] = [:]
         for install in installs where install.state == .installed {
@@ -20,7 +22,7 @@ extension DownloadRun {
                 if holders[key] == nil { holders[key] = (folder, file.path) }
             }
         }
-        guard !holders.isEmpty else { return ([], 0) }
+        guard !holders.isEmpty else { return }
         let partialRoot = layout.partialPath(id: id)
         var adopted: [String] = []
         var bytes: Int64 = 0
@@ -48,6 +50,5 @@ extension DownloadRun {
             try? records.append(.started, modelId: id,
                                 detail: "\(adopted.count) file(s), \(bytes) bytes, already in the store: linked, not downloaded (first: \(adopted[0]))")
         }
-        return (adopted, bytes)
     }
 }

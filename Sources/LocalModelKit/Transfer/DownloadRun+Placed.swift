@@ -1,11 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A bundle placed in a voice's install folder by hand becomes an install. The upstream SDK
 /// hands apps that folder (`ExtentosLocalVoice.modelDirectory`) so they can seed the voice
 /// from their own bundle; here such a tree is never trusted on sight: every catalog file
@@ -81,8 +75,8 @@ extension DownloadRun {
         identity.reserveCapacity(model.files.count)
         for file in model.files {
             guard FileIO.regularFileSize(file.path, in: finalPath, checked: &checked) == file.size,
-                  let st = try? FileIO.status(finalPath + "/" + file.path) else { return false }
-            identity.append("\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec):\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)")
+                  let found = try? FileIO.status(finalPath + "/" + file.path) else { return false }
+            identity.append("\(found.identity.inode):\(found.size):\(found.modified.seconds).\(found.modified.nanoseconds):\(found.statusChanged.seconds).\(found.statusChanged.nanoseconds)")
         }
         let fingerprint = identity.joined(separator: ",")
         if engine.placedBundleRejected(id) == fingerprint { return false }

@@ -1,11 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// One download of one model, under its lock.
 final class DownloadRun {
     let engine: LocalModelEngine
@@ -72,7 +66,7 @@ final class DownloadRun {
         let resumed = fit.presentBytes > 0
         do {
             try records.write { ctx in
-                try ctx.reserve(id, bytes: fit.requiredBytes, pid: FileIO.processID)
+                try ctx.reserve(id, bytes: fit.requiredBytes, pid: ProcessEnvironment.processID)
                 if try ctx.read.install(id)?.state != .installed {
                     try ctx.upsert(InstallRecord(modelId: id, kind: model.kind, state: .partial, catalogVersion: engine.catalog.catalogVersion,
                                                  path: nil, totalBytes: model.installedBytes, createdAt: ctx.now, updatedAt: ctx.now))
@@ -116,7 +110,7 @@ final class DownloadRun {
             for path in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] {
                 removed += try layout.removeLinks(in: path).map { $0.isEmpty ? path : path + "/" + $0 }
             }
-            if let st = try FileIO.status(finalPath), (st.st_mode & S_IFMT) == S_IFLNK {
+            if try FileIO.status(finalPath)?.kind == .symbolicLink {
                 try layout.remove(finalPath)
                 removed.append(finalPath)
             }
@@ -165,7 +159,7 @@ final class DownloadRun {
         let saved = (try? records.read { try $0.partialFiles(id) }) ?? []
         let validators = Dictionary(saved.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
         let partialRoot = layout.partialPath(id: id)
-        _ = adoptStoredCopies()
+        adoptStoredCopies()
         let requests = model.files.map { file in
             FileRequest(name: file.path, url: baseURL + ModelURL.percentEncode(file.path), partialPath: partialRoot + "/" + file.path,
                         boundary: layout.root, size: file.size, sha256: file.sha256, etag: validators[file.path]?.etag,
@@ -201,7 +195,7 @@ final class DownloadRun {
         let feed = ArchiveFeed(path: request.partialPath)
         let unpacking = Unpacking()
         let (files, flag) = (model.files, cancellation)
-        FileIO.startThread(name: "gl-unpack") {
+        Threads.start(name: "gl-unpack") {
             unpacking.finish(Swift.Result { () throws(UnpackError) in
                 try ArchiveExtractor.extract(feed: feed, format: archive.format, stripComponents: archive.stripComponents,
                                              into: staging, files: files, isCancelled: { flag.isCancelled })
@@ -266,7 +260,6 @@ final class DownloadRun {
             tickInterval: options.progressInterval,
             onEvent: { [self] event in
                 switch event {
-                case .started: break
                 case let .restarted(file, reason):
                     feed?.abandon(reason)
                     onEvent(.restarted(file: file, reason: reason))
@@ -306,7 +299,7 @@ final class DownloadRun {
         let stillNeeded = reservationDue ? engine.storageStillNeeded(model, present: tick.presentBytes).required : nil
         if reservationDue { lastPersisted = now }
         try? records.write { ctx in
-            if let stillNeeded { try ctx.reserve(id, bytes: stillNeeded, pid: FileIO.processID) }
+            if let stillNeeded { try ctx.reserve(id, bytes: stillNeeded, pid: ProcessEnvironment.processID) }
             for file in batch { try ctx.upsertPartialFile(id, file) }
         }
     }
@@ -351,7 +344,7 @@ final class DownloadRun {
 /// The unpacking thread's answer, waited for by the download thread.
 private final class Unpacking: @unchecked Sendable {
     // @unchecked: `result` is written once and read after, both under `lock`.
-    private let lock = FileIO.Lock()
+    private let lock = Threads.Lock()
     private var result: Result<ArchiveExtractor.Result, UnpackError>?
 
     func finish(_ value: Result<ArchiveExtractor.Result, UnpackError>) {

@@ -7,15 +7,11 @@ extension FileJob {
     func complete(_ result: CurlResult) {
         // Who answered: after redirects (a CDN), not the URL the catalog gave.
         let answeredBy = easy?.effectiveURL ?? request.url
-        easy = nil
-        let url = request.url
         // Progress means real bytes: a trickle of a few bytes per attempt, or an attempt that
         // ended in a stall, must not reset the budget (P4: bounded time).
-        var stalled = false
-        if case .timedOut(let message) = result {
-            let m = message.lowercased()
-            stalled = m.contains("too slow") || m.contains("less than")
-        }
+        let stalled = easy?.isStall(result) ?? false
+        easy = nil
+        let url = request.url
         let gained = onDisk - onDiskAtAttemptStart
         if !stalled && (gained >= FileJob.progressQuantum || (gained > 0 && onDisk == request.size)) {
             attemptsWithoutProgress = 0

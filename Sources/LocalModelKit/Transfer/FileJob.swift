@@ -1,9 +1,5 @@
 import FoundationEssentials
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// One file's transfer across attempts. Lives on the session's thread only.
 final class FileJob: CurlEasyDelegate {
     let index: Int
@@ -85,7 +81,7 @@ final class FileJob: CurlEasyDelegate {
     func prepare() {
         var size: Int64
         do {
-            let file = try FileIO.openFile(request.partialPath, below: request.boundary, flags: O_RDWR | O_CREAT, createParents: true)
+            let file = try FileIO.openFile(request.partialPath, below: request.boundary, .readWrite, options: .create, createParents: true)
             self.file = file
             size = try file.size()
         } catch {
@@ -151,7 +147,7 @@ final class FileJob: CurlEasyDelegate {
             file = nil
             do {
                 _ = try FileIO.removeTree(request.partialPath, below: request.boundary)
-                file = try FileIO.openFile(request.partialPath, below: request.boundary, flags: O_RDWR | O_CREAT, createParents: true)
+                file = try FileIO.openFile(request.partialPath, below: request.boundary, .readWrite, options: .create, createParents: true)
             } catch {
                 finish(.failed(error.isOutOfSpace ? .noSpace(path: request.partialPath) : .system(error)))
                 return
@@ -237,7 +233,6 @@ final class FileJob: CurlEasyDelegate {
         easy.tag = index
         self.easy = easy
         file.seek(to: onDisk)
-        session.onEvent(.started(file: request.name, resumeFrom: onDisk))
         return true
     }
 
@@ -337,7 +332,7 @@ final class FileJob: CurlEasyDelegate {
         // callback gets them again once the session unpauses the transfer.
         if let limiter = session.limiter, !limiter.take(count) {
             paused = true
-            return 0x1000_0001   // CURL_WRITEFUNC_PAUSE
+            return CurlEasy.pauseWriting
         }
         let (written, failure) = file.write(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
         if let failure {

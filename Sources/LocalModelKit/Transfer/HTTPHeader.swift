@@ -19,7 +19,7 @@ enum HTTPHeader {
 
     /// `Retry-After: 120` (saturating: ten thousand digits is simply too long) or an HTTP
     /// date, as whole seconds from `now`; nil for anything else (P12).
-    static func retryAfter(_ value: String, now: Double = FileIO.wallClockSeconds()) -> Int64? {
+    static func retryAfter(_ value: String, now: Double = SystemClock.wallSeconds()) -> Int64? {
         if let seconds = ExternalNumber.saturatingDecimal(value) { return seconds }
         guard let date = CivilTime.httpDate(value) else { return nil }
         return max(0, date - (ExternalNumber.int64(clamping: now.rounded(.down)) ?? 0))

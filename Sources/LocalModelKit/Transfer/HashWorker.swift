@@ -9,7 +9,7 @@ final class HashWorker: @unchecked Sendable {
         let hasher: SHA256Hasher
         let bytes: UnsafeMutableRawBufferPointer
     }
-    private let condition = FileIO.Lock()
+    private let condition = Threads.Lock()
     private var queue: [Item] = []
     private var head = 0
     private var queuedBytes = 0
@@ -19,7 +19,7 @@ final class HashWorker: @unchecked Sendable {
 
     init(maxQueuedBytes: Int = 4 << 20) {
         limit = maxQueuedBytes
-        FileIO.startThread(name: "gl-sha256") { [self] in self.loop() }
+        Threads.start(name: "gl-sha256") { [self] in self.loop() }
     }
 
     func feed(_ hasher: SHA256Hasher, _ bytes: UnsafeRawBufferPointer) {

@@ -9,7 +9,7 @@ final class RateLimiter {
     private var tokens: Double
     private var last: Double
 
-    init(bytesPerSecond: Int64, now: Double = FileIO.monotonicSeconds()) {
+    init(bytesPerSecond: Int64, now: Double = SystemClock.monotonicSeconds()) {
         self.bytesPerSecond = Double(max(1, bytesPerSecond))
         capacity = max(64 * 1024, self.bytesPerSecond / 4)
         tokens = 0
@@ -23,7 +23,7 @@ final class RateLimiter {
 
     /// Takes `count` bytes' worth when any tokens are left (a chunk may run the bucket into
     /// debt, which the next refill pays back); false means pause and try again later.
-    func take(_ count: Int, now: Double = FileIO.monotonicSeconds()) -> Bool {
+    func take(_ count: Int, now: Double = SystemClock.monotonicSeconds()) -> Bool {
         refill(now)
         guard tokens > 0 else { return false }
         tokens -= Double(count)
@@ -31,7 +31,7 @@ final class RateLimiter {
     }
 
     /// Seconds until a paused connection may go on.
-    func secondsUntilAvailable(now: Double = FileIO.monotonicSeconds()) -> Double {
+    func secondsUntilAvailable(now: Double = SystemClock.monotonicSeconds()) -> Double {
         refill(now)
         return tokens > 0 ? 0 : (-tokens + 1) / bytesPerSecond
     }

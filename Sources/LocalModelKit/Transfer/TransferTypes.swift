@@ -67,7 +67,6 @@ public enum FileFailure: Sendable, Equatable {
 
 /// What a transfer reports while it runs.
 public enum TransferEvent: Sendable, Equatable {
-    case started(file: String, resumeFrom: Int64)
     /// The partial could not serve as a resume base and starts again from zero.
     case restarted(file: String, reason: String)
     case retry(file: String, attempt: Int, cause: String, delay: Double)

@@ -1,10 +1,7 @@
 // The only Swift file that touches libarchive. https://github.com/libarchive/libarchive/wiki/LibarchiveAPI
-// (AE_IF* file types equal the POSIX S_IF* values; the macros carry casts Swift cannot import.)
+// (AE_IF* file types equal the POSIX file-type bits, which `FileKind(mode:)` reads; the
+// macros carry casts Swift cannot import.)
 internal import CArchive
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Why an archive was refused. Nothing of it is installed (P8).
 public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -52,10 +49,10 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
 /// catalog: regular files and folders only, confined paths, exact sizes, hashes where
 /// known, nothing unlisted, nothing missing.
 ///
-/// Files are written by this code, not by `archive_write_disk`: each is created with
-/// `O_CREAT | O_EXCL | O_NOFOLLOW` under folders opened without following links
-/// (`FileIO.openFile(_:below:)`), so no entry can follow a link out of the staging root,
-/// and the bytes are hashed as they are written.
+/// Files are written by this code, not by `archive_write_disk`: each is created
+/// exclusively, never through a link, under folders opened without following links
+/// (`FileIO.openFile(_:below:_:options:)` with `[.create, .exclusiveCreate]`), so no entry
+/// can follow a link out of the staging root, and the bytes are hashed as they are written.
 public enum ArchiveExtractor {
     /// What an extraction produced.
     public struct Result: Sendable, Equatable {
@@ -128,7 +125,7 @@ public enum ArchiveExtractor {
     private static func makeReader(format: ArchiveFormat) throws(UnpackError) -> OpaquePointer {
         guard let reader = glasses_archive_read_new() else {
             let why = glasses_archive_load_error().map { String(cString: $0) } ?? "libarchive: out of memory"
-            throw .system(SystemError(message: why, errno: ENOMEM))
+            throw .system(.outOfMemory(why))
         }
         // Only the format and filter the catalog names (P8: less parser surface).
         switch format {
@@ -164,17 +161,17 @@ public enum ArchiveExtractor {
             if isCancelled() { throw .cancelled }
 
             let rawPath = pathOf(entry)
-            let type = glasses_archive_entry_filetype(entry)
+            let kind = FileKind(mode: glasses_archive_entry_filetype(entry))
             // Links first: a hardlink entry may look like a regular file.
             if glasses_archive_entry_hardlink(entry) != nil { throw .forbiddenEntry(path: rawPath, type: "hardlink") }
-            if glasses_archive_entry_symlink(entry) != nil || type == S_IFLNK { throw .forbiddenEntry(path: rawPath, type: "symlink") }
-            guard type == S_IFREG || type == S_IFDIR else {
-                throw .forbiddenEntry(path: rawPath, type: typeName(type))
+            if glasses_archive_entry_symlink(entry) != nil || kind == .symbolicLink { throw .forbiddenEntry(path: rawPath, type: "symlink") }
+            guard kind == .regular || kind == .directory else {
+                throw .forbiddenEntry(path: rawPath, type: typeName(kind))
             }
             if rawPath.hasPrefix("/") { throw .unsafePath(path: rawPath, problem: "absolute path") }
             var components = rawPath.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
             if components.contains("..") { throw .unsafePath(path: rawPath, problem: "contains '..'") }
-            guard components.count > stripComponents || type == S_IFDIR else {
+            guard components.count > stripComponents || kind == .directory else {
                 throw .unsafePath(path: rawPath, problem: "a file above the \(stripComponents) stripped folder level(s)")
             }
             components.removeFirst(min(stripComponents, components.count))
@@ -183,7 +180,7 @@ public enum ArchiveExtractor {
             if let problem = CatalogRules.pathProblem(path) { throw .unsafePath(path: rawPath, problem: problem) }
 
             // Folders are made for the files that need them, not for the archive's say-so.
-            if type == S_IFDIR { continue }
+            if kind == .directory { continue }
             guard let file = expected[path] else {
                 // A release's extra (README, LICENSE): skipped (libarchive reads past it),
                 // reported, never installed. Confinement is the listed paths; integrity the
@@ -210,7 +207,7 @@ public enum ArchiveExtractor {
                                    buffer: UnsafeMutableRawBufferPointer, isCancelled: () -> Bool) throws(UnpackError) -> String {
         let out: FileDescriptor
         do {
-            out = try FileIO.openFile(full, below: root, flags: O_WRONLY | O_CREAT | O_EXCL)
+            out = try FileIO.openFile(full, below: root, .writeOnly, options: [.create, .exclusiveCreate])
         } catch {
             throw error.isOutOfSpace ? .noSpace(path: full) : .system(error)
         }
@@ -251,7 +248,7 @@ public enum ArchiveExtractor {
                 try FileIO.createDirectory(full, below: root)
             } catch {
                 if error.isOutOfSpace { throw .noSpace(path: full) }
-                if error.errno == ELOOP || error.errno == ENOTDIR { throw .unsafePath(path: prefix, problem: "exists and is not a folder") }
+                if error.isLink || error.isNotAFolder { throw .unsafePath(path: prefix, problem: "exists and is not a folder") }
                 throw .system(error)
             }
             created.insert(prefix)
@@ -264,13 +261,13 @@ public enum ArchiveExtractor {
         return ""
     }
 
-    private static func typeName(_ type: mode_t) -> String {
-        switch type {
-        case S_IFCHR: return "character device"
-        case S_IFBLK: return "block device"
-        case S_IFIFO: return "fifo"
-        case S_IFSOCK: return "socket"
-        default: return "special file"
+    private static func typeName(_ kind: FileKind) -> String {
+        switch kind {
+        case .characterDevice: return "character device"
+        case .blockDevice: return "block device"
+        case .fifo: return "fifo"
+        case .socket: return "socket"
+        case .regular, .directory, .symbolicLink, .other: return "special file"
         }
     }
 

@@ -1,9 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// An archive's bytes as they arrive: the extractor reads the partial archive up to what
 /// the transfer has written and waits for more, so unpacking runs beside the download
 /// (an archive install takes about max(download, extraction), not their sum). A resumed
@@ -23,7 +17,7 @@ final class ArchiveFeed: @unchecked Sendable {
     }
 
     let path: String
-    private let lock = FileIO.Lock()
+    private let lock = Threads.Lock()
     private var available: Int64 = 0
     private var end: End?
     private var file: FileDescriptor?
@@ -88,7 +82,7 @@ final class ArchiveFeed: @unchecked Sendable {
         }
         if offset >= limit { return 0 }
         if file == nil {
-            do { file = try FileDescriptor.open(path, flags: O_RDONLY) } catch { throw .system(error) }
+            do { file = try FileDescriptor.open(path, .readOnly) } catch { throw .system(error) }
         }
         guard let file else { return 0 }
         let want = Int(min(Int64(buffer.count), limit - offset))

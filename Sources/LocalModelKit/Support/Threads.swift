@@ -5,7 +5,8 @@ import Darwin
 #endif
 import CSystem
 
-extension FileIO {
+/// Threads of this process: starting one, a lock with a condition to wait on, sleeping.
+public enum Threads {
     /// A pthread mutex with a condition variable: for the few places that wait for another
     /// thread (the hash worker's queue) or must be visible to ThreadSanitizer (the
     /// cancellation flag). POSIX, so it lives here.
@@ -45,7 +46,7 @@ extension FileIO {
 
     /// Runs `body` on a thread of its own (a download's blocking transfer, the hash worker).
     /// - Parameter stackSize: bytes of stack; the transfer's callbacks need little.
-    public static func startThread(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void) {
+    public static func start(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void) {
         final class Box: @unchecked Sendable {
             // @unchecked: handed to the new thread once, never shared.
             let name: String
@@ -82,14 +83,26 @@ extension FileIO {
             box.body()
         }
     }
+
+    /// Sleeps this thread for `microseconds`.
+    public static func sleep(microseconds: UInt32) { _ = usleep(microseconds) }
+
+    /// Waits forever (a test hook's hold, ended by `kill -9`).
+    static func sleepForever() -> Never {
+        while true { _ = posixSleep(60) }
+    }
 }
+
+/// The C `sleep`, out of the way of `Threads.sleep(microseconds:)`.
+private func posixSleep(_ seconds: UInt32) -> UInt32 { sleep(seconds) }
+
 
 /// A value behind a pthread mutex: what `Synchronization.Mutex` does, in a form
 /// ThreadSanitizer understands (on Linux `Mutex` is a futex the sanitizer cannot see, so
 /// every access under it would be reported as a race). The engine's lock for shared state.
 public final class Locked<Value>: @unchecked Sendable {
     // @unchecked: `value` is only touched while `lock` is held.
-    private let lock = FileIO.Lock()
+    private let lock = Threads.Lock()
     private var value: Value
 
     public init(_ value: Value) { self.value = value }

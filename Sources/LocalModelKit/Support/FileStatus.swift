@@ -1,0 +1,97 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What stands at a path: the file type of `stat`'s `st_mode`, by name.
+public enum FileKind: Sendable, Hashable {
+    case regular
+    case directory
+    case symbolicLink
+    /// A named pipe.
+    case fifo
+    case characterDevice
+    case blockDevice
+    case socket
+    /// A type this system has and the others do not (a Solaris door, a whiteout).
+    case other
+
+    /// The kind in a mode's `S_IFMT` bits (`stat`'s `st_mode`, or libarchive's `AE_IF*`
+    /// file types, which have the same values).
+    init(mode: mode_t) {
+        switch mode & S_IFMT {
+        case S_IFREG: self = .regular
+        case S_IFDIR: self = .directory
+        case S_IFLNK: self = .symbolicLink
+        case S_IFIFO: self = .fifo
+        case S_IFCHR: self = .characterDevice
+        case S_IFBLK: self = .blockDevice
+        case S_IFSOCK: self = .socket
+        default: self = .other
+        }
+    }
+}
+
+/// A file's identity on this machine, its device and inode: two names of one file, or a
+/// folder reached by two spellings (a link, a bind mount, `..`), have the same one.
+public struct FileIdentity: Sendable, Hashable {
+    public var device: UInt64
+    public var inode: UInt64
+
+    init(_ st: stat) {
+        device = UInt64(truncatingIfNeeded: st.st_dev)
+        inode = UInt64(truncatingIfNeeded: st.st_ino)
+    }
+}
+
+/// A moment a file system recorded: seconds since 1970 and the nanoseconds after them.
+public struct FileTimestamp: Sendable, Hashable {
+    public var seconds: Int64
+    public var nanoseconds: Int64
+
+    init(_ time: timespec) {
+        seconds = Int64(time.tv_sec)
+        nanoseconds = Int64(time.tv_nsec)
+    }
+}
+
+/// What `stat` says about a file, in the file layer's words (swift-system's `FileStatus`
+/// role): callers never see `st_mode` or its `S_IF*` bits.
+///
+/// Returned by `FileIO.status(_:)` (the path itself, a link not followed),
+/// `FileDescriptor.status()` (what is open) and the walks below a root.
+public struct FileStatus: Sendable, Equatable {
+    public var kind: FileKind
+    /// The permission bits (`st_mode & 0o7777`): `0o644`, `0o600`.
+    public var permissions: mode_t
+    /// Bytes in the file (for a link: in the path it holds).
+    public var size: Int64
+    /// Bytes the file occupies on the disk (`st_blocks × 512`): less than `size` for a
+    /// sparse file, more for a small one.
+    public var allocatedBytes: Int64
+    /// How many names the file has (more than one: hard-linked, its bytes shared).
+    public var linkCount: Int
+    public var identity: FileIdentity
+    /// The last change of the file's bytes.
+    public var modified: FileTimestamp
+    /// The last change of the file's bytes or its metadata (names, mode, owner).
+    public var statusChanged: FileTimestamp
+
+    init(_ st: stat) {
+        kind = FileKind(mode: st.st_mode)
+        permissions = st.st_mode & 0o7777
+        size = Int64(st.st_size)
+        let (allocated, overflow) = Int64(st.st_blocks).multipliedReportingOverflow(by: 512)
+        allocatedBytes = overflow ? .max : allocated
+        linkCount = Int(clamping: st.st_nlink)
+        identity = FileIdentity(st)
+        #if os(Linux)
+        modified = FileTimestamp(st.st_mtim)
+        statusChanged = FileTimestamp(st.st_ctim)
+        #else
+        modified = FileTimestamp(st.st_mtimespec)
+        statusChanged = FileTimestamp(st.st_ctimespec)
+        #endif
+    }
+}

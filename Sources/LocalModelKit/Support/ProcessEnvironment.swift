@@ -1,0 +1,43 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// This process and what it was started with: its id, its user's home, its working
+/// directory, and its standard streams (whether one is a terminal; writing to one).
+public enum ProcessEnvironment {
+    /// This process's id.
+    public static var processID: Int32 { getpid() }
+
+    /// This user's home folder from the password database (for a process without HOME).
+    public static func homeDirectoryFromPasswordDatabase() -> String? {
+        guard let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir else { return nil }
+        return String(cString: dir)
+    }
+
+    /// The working directory, or nil when it cannot be read (removed, or too long).
+    static func workingDirectory() -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { return nil }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Whether `fd` (1 stdout, 2 stderr) is a terminal.
+    public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+
+    /// Writes all of `bytes` to an open descriptor (stdout, stderr), retrying short writes
+    /// and `EINTR`. Unlike `FileHandle.write(_:)`, which traps when the write fails, this
+    /// throws — a terminal that hung up answers `EIO`, and that must not crash the caller.
+    public static func writeAll(_ bytes: [UInt8], to fd: Int32) throws(SystemError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { buf in
+                FileIO.retrying { write(fd, buf.baseAddress.map { $0 + offset }, buf.count - offset) }
+            }
+            if n < 0 { throw SystemError(errno: errno, "write to descriptor \(fd)") }
+            if n == 0 { throw SystemError(errno: EIO, "write to descriptor \(fd)") }
+            offset += n
+        }
+    }
+}
