@@ -98,23 +98,66 @@ struct HostileNumberTests {
         }
     }
 
-    @Test("a catalog with hostile sizes, versions and memory figures is refused with its JSON path, never trapped on")
-    func catalogNumbers() {
-        for value in Self.hostile {
-            let json = """
-                {"schemaVersion": 1, "catalogVersion": \(value), "generatedAt": "2026-01-01T00:00:00Z",
-                 "models": [{"id": "m", "kind": "llm", "displayName": "M", "requiredMb": \(value), "autoEligible": true,
-                   "files": [{"path": "a.bin", "size": \(value), "sha256": null}],
-                   "sources": [{"type": "files", "baseUrl": "https://example.com/m/"}]}]}
-                """
-            do {
-                _ = try CatalogLoader().decode(Array(json.utf8), source: "hostile.json")
-                Issue.record("a catalog with \(value.prefix(30)) was accepted")
-            } catch {
-                // "NaN" is not JSON at all: the whole document is refused; else each field is named.
-                if value != "NaN" {
-                    #expect(error.issues.contains { $0.path.hasSuffix("size") }, "\(error.description.prefix(400))")
+    /// A valid one-model catalog with the three numbers spelled as given (JSON text, so a
+    /// hostile spelling reaches the parser as it is).
+    static func catalogText(catalogVersion: String = "1", requiredMb: String = "100", size: String = "1000") -> String {
+        """
+        {"schemaVersion": 1, "catalogVersion": \(catalogVersion), "generatedAt": "2026-01-01T00:00:00Z",
+         "models": [{"id": "m", "kind": "llm", "displayName": "M", "requiredMb": \(requiredMb), "autoEligible": true,
+           "files": [{"path": "a.bin", "size": \(size), "sha256": null}],
+           "sources": [{"type": "files", "baseURL": "https://example.com/m/"}]}]}
+        """
+    }
+
+    static func decode(_ text: String) -> Result<Catalog, CatalogError> {
+        Result { () throws(CatalogError) in try CatalogLoader().decode(Array(text.utf8), source: "hostile.json") }
+    }
+
+    @Test("a catalog with hostile sizes, versions and memory figures is refused with its JSON path, never trapped on; the largest valid numbers are accepted exactly")
+    func catalogNumbers() throws {
+        // The fixture itself is accepted, with its numbers as written, and so are the
+        // largest numbers each field allows: a refusal below is about the number alone.
+        for (version, mb, size) in [("1", "100", "1000"), ("2147483647", "1048576", "1099511627776")] {
+            let catalog = try Self.decode(Self.catalogText(catalogVersion: version, requiredMb: mb, size: size)).get()
+            #expect(catalog.catalogVersion == Int(version))
+            #expect(catalog.models.count == 1 && catalog.models.first?.requiredMb == Int(mb))
+            #expect(catalog.models.first?.files.first?.size == Int64(size))
+        }
+
+        // One number at a time, the others valid: refused with exactly one issue, at that
+        // number's path. One past each limit, and zero, are refused the same way.
+        let fields: [(name: String, path: String, limit: String, text: (String) -> String)] = [
+            ("catalogVersion", "catalogVersion", "2147483648", { Self.catalogText(catalogVersion: $0) }),
+            ("requiredMb", "models[0].requiredMb", "1048577", { Self.catalogText(requiredMb: $0) }),
+            ("size", "models[0].files[0].size", "1099511627777", { Self.catalogText(size: $0) }),
+        ]
+        for field in fields {
+            for value in Self.hostile + [field.limit, "0"] {
+                let label = "\(field.name) = \(value.prefix(30))"
+                switch Self.decode(field.text(value)) {
+                case .success(let catalog):
+                    Issue.record("\(label) was accepted: version \(catalog.catalogVersion), \(catalog.models)")
+                case .failure(let error):
+                    // "NaN" is not JSON at all: the whole document is refused, at "$".
+                    let path = value == "NaN" ? "$" : field.path
+                    #expect(error.issues.map(\.path) == [path], "\(label): \(error.description.prefix(400))")
+                    #expect(error.issues.allSatisfy { !$0.message.isEmpty }, "\(label)")
+                    if value == "NaN" {
+                        #expect(error.issues.first?.message.hasPrefix("not valid JSON") == true, "\(label): \(error)")
+                    }
                 }
+            }
+        }
+
+        // All three hostile at once: each is named (NaN still refuses the whole document).
+        for value in Self.hostile {
+            let text = Self.catalogText(catalogVersion: value, requiredMb: value, size: value)
+            switch Self.decode(text) {
+            case .success:
+                Issue.record("a catalog with \(value.prefix(30)) everywhere was accepted")
+            case .failure(let error):
+                let expected = value == "NaN" ? ["$"] : fields.map(\.path)
+                #expect(Set(error.issues.map(\.path)) == Set(expected), "\(value.prefix(30)): \(error.description.prefix(600))")
             }
         }
     }
