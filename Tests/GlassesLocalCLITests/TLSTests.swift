@@ -262,9 +262,7 @@ struct TLSTests {
         let base = "https://127.0.0.1:\(server.port)/m/"
         let catalog = try w.catalog(baseURL: base)
 
-        let started = Date()
         let r = try w.run(["download", TLSWorld.modelId], catalog: catalog)
-        let elapsed = Date().timeIntervalSince(started)
         #expect(r.status == 1, "\(r)")
         let lower = r.stderr.lowercased()
         #expect((lower.contains("tls") || lower.contains("ssl")) && lower.contains("certificate"),
@@ -275,7 +273,7 @@ struct TLSTests {
         #expect(server.requests.isEmpty, "no HTTP request may pass an unverified handshake: \(server.requests)")
         #expect(!server.handshakeFailures.isEmpty && server.connections <= TLSWorld.files.count,
                 "expected at most one (failed) handshake per file, no retries\n\(server.logText)")
-        #expect(elapsed < 10, "a verification failure must not be retried with backoff (took \(elapsed) s)")
+        #expect(!r.stderr.contains("; retry "), "a verification failure is not retried with backoff\n\(r)")
         try w.expectNothingInstalled(catalog: catalog)
     }
 
@@ -399,16 +397,14 @@ struct TLSTests {
         let base = "https://127.0.0.1:\(server.port)/loop/"
         let catalog = try w.catalog(baseURL: base)
 
-        let started = Date()
         let r = try w.runTrusting(certificate.cert, ["download", TLSWorld.modelId], catalog: catalog, timeout: 20)
-        let elapsed = Date().timeIntervalSince(started)
         server.settle()
         #expect(r.status == 1, "\(r)")
         let lower = r.stderr.lowercased()
         #expect(lower.contains("redirects") && (lower.contains("too many") || lower.contains("more than")),
                 "the message must be about too many redirects\n\(r)")
         #expect(TLSWorld.files.contains { r.stderr.contains(base + $0.0) }, "the message must name the URL\n\(r)")
-        #expect(elapsed < 10, "a redirect loop must end quickly (took \(elapsed) s)")
+        #expect(!r.stderr.contains("; retry "), "a redirect loop ends the file at once, without a retry\n\(r)")
         // Each file: the redirects were followed (more than one request), up to a small cap
         // (≤ 10 redirects), in one attempt (a loop is not retried).
         let byPath = Dictionary(grouping: server.requests, by: \.path)
