@@ -190,3 +190,78 @@ struct DamagedRecordsRecoveryTests {
         #expect(v.status == 0, "\(v)")
     }
 }
+
+extension DamagedRecordsTests {
+    /// History times no clock gives, in the order they are written (Python literals), and
+    /// what `history` shows for each: nil means "(unknown time)".
+    static let hostileTimes: [(python: String, shown: String?)] = [
+        ("1700000000", "2023-11-14T22:13:20Z"), ("float('inf')", nil), ("float('-inf')", nil), ("1e300", nil),
+        ("-1e300", nil), ("-1.5", nil), ("253402300800.0", nil), ("9223372036854775807", nil),
+        ("-9223372036854775808", nil), ("-1", nil),
+    ]
+    /// Text a writer that ignored the schema could leave there: shown as some time or "(unknown time)".
+    static let hostileTexts = ["NaN", "inf", "yesterday", ""]
+
+    @Test("a records database holding hostile timestamps (another program wrote them): history, list and doctor answer, and a time that is not one reads '(unknown time)'")
+    func hostileTimestamps() throws {
+        let sb = try Sandbox(); defer { sb.remove() }
+        let setup = try sb.run(["doctor"])
+        try #require(setup.stdout.contains("ok   records"), "\(setup)")
+        let path = sb.store + "/records.sqlite3"
+        // Python's sqlite3, apart from the code under test: STRICT is taken off the history
+        // (a writer that ignores the schema), then every time is written.
+        let script = """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1], isolation_level=None)
+            db.execute("PRAGMA writable_schema=ON")
+            db.execute("UPDATE sqlite_schema SET sql = replace(sql, ') STRICT', ')') WHERE name = 'events'")
+            version = db.execute("PRAGMA schema_version").fetchone()[0]
+            db.execute("PRAGMA schema_version = %d" % (version + 1))
+            db.execute("PRAGMA writable_schema=OFF")
+            db.close()
+            db = sqlite3.connect(sys.argv[1])
+            times = [\(Self.hostileTimes.map(\.python).joined(separator: ", "))]
+            texts = [\(Self.hostileTexts.map { "'\($0)'" }.joined(separator: ", "))]
+            for n, t in enumerate(times):
+                db.execute("INSERT INTO events (at, model_id, event, detail) VALUES (?, 'x', 'verified', ?)", (t, "hostile time %d" % n))
+            for n, t in enumerate(texts):
+                db.execute("INSERT INTO events (at, model_id, event, detail) VALUES (?, 'x', 'verified', ?)", (t, "hostile text %d" % n))
+            db.commit()
+            print(db.execute("SELECT count(*) FROM events WHERE detail LIKE 'hostile %'").fetchone()[0])
+            """
+        let write = try World.tool("/usr/bin/env", ["python3", "-c", script, path])
+        try #require(write.status == 0 && write.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "\(Self.hostileTimes.count + Self.hostileTexts.count)",
+                     "writing the hostile times: \(write)")
+
+        let json = try sb.run(["history", "--json", "--limit", "1000"])
+        #expect(json.status == 0, "\(json)")
+        let events = try #require(try json.jsonObject()["events"] as? [[String: Any]], "\(json)")
+        func shown(_ detail: String) -> String? { events.first { $0["detail"] as? String == detail }?["at"] as? String }
+        for (n, time) in Self.hostileTimes.enumerated() {
+            #expect(shown("hostile time \(n)") == (time.shown ?? "(unknown time)"), "\(time.python)\n\(json.stdout.prefix(3000))")
+        }
+        let isoShape = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z/
+        for n in Self.hostileTexts.indices {
+            let at = shown("hostile text \(n)") ?? "<missing>"
+            #expect(at == "(unknown time)" || at.wholeMatch(of: isoShape) != nil, "'\(Self.hostileTexts[n])' shown as \(at)")
+        }
+
+        let text = try sb.run(["history", "--limit", "1000"])
+        #expect(text.status == 0, "\(text)")
+        let rows = text.stdoutLines.filter { $0.contains("hostile ") }
+        #expect(rows.count == Self.hostileTimes.count + Self.hostileTexts.count, "\(text)")
+        for row in rows {
+            let time = row.prefix { $0 != " " }
+            #expect(row.hasPrefix("(unknown time)") || String(time).wholeMatch(of: isoShape) != nil, "a row starts with a time: \(row)")
+            #expect(!row.lowercased().contains("inf") && !row.lowercased().contains("nan") && !row.contains("e+"), "no raw number is shown: \(row)")
+        }
+
+        let list = try sb.run(["list", "--json"])
+        let listed = try list.jsonObject()["models"] as? [Any]
+        #expect(list.status == 0 && listed?.count == Fixtures.allIds.count, "\(list)")
+        let doctor = try sb.run(["doctor", "--json"])
+        #expect(doctor.status == 0, "\(doctor)")
+        let records = try doctor.jsonObject()["records"] as? [String: Any]
+        #expect(records?["integrityCheck"] as? String == "ok", "\(doctor)")
+    }
+}

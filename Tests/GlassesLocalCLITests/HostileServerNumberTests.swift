@@ -33,7 +33,12 @@ struct HostileServerNumberTests {
         Case(retryAfter: "inf", tooLong: false),
     ]
 
-    @Test("503 with a hostile Retry-After: exit 75 with a message, no crash, no reservation left", arguments: cases)
+    /// `--retry-delay` for these runs: the first retry of a file waits this ± 20 % when the
+    /// server's Retry-After is ignored (TransferPolicy.backoff).
+    static let retryDelay = 0.5
+
+    @Test("503 with a hostile Retry-After: exit 75 with a message, no crash, no reservation left; an ignored value leaves the usual backoff",
+          arguments: cases)
     func retryAfter(_ c: Case) throws {
         let w = try World(); defer { w.remove() }
         let server = try PortServer(python: Self.faultServerScript)
@@ -49,11 +54,39 @@ struct HostileServerNumberTests {
             """, "http://127.0.0.1:\(server.port)/_fault", body])
         try #require(post.status == 0, "configuring the fault server: \(post)")
 
-        let r = try w.run(["download", "ra", "--retries", "1", "--retry-delay", "0"], catalog: catalog, timeout: 60)
+        let r = try w.run(["download", "ra", "--retries", "1", "--retry-delay", "\(Self.retryDelay)", "--json"], catalog: catalog, timeout: 60)
         #expect(r.status == 75, "exit 75 (temporary), not a crash\n\(r.description.prefix(3000))")
         #expect(r.stderr.contains("model.bin of ra could not be fetched"), "\(r.description.prefix(3000))")
+        // What the run did with the value: the --json retry events, and the requests the
+        // server saw (its own log, with the times it received them).
+        let retries = Check.jsonLines(r).filter { $0["event"] as? String == "retry" }
+        let stats = try World.tool("/usr/bin/env", ["python3", "-c", """
+            import json, sys, urllib.request
+            print(json.dumps(json.load(urllib.request.urlopen(sys.argv[1])).get("/m/model.bin", {"log": []})["log"]))
+            """, "http://127.0.0.1:\(server.port)/_stats"])
+        let log = try #require(try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [[String: Any]], "\(stats)")
         if c.tooLong {
             #expect(r.stderr.contains("the server asks to retry after"), "the message says why\n\(r.description.prefix(3000))")
+            #expect(retries.isEmpty && log.count == 1, "a delay too long to wait for ends the run at once, without a retry: \(retries), \(log.count) requests")
+        } else {
+            // Ignored: one retry (--retries 1), after the usual backoff rather than anything
+            // the value could have meant (0, a negative wait, forever).
+            #expect(log.count == 2, "the first request and one retry: \(log)")
+            #expect(retries.count == 1, "one retry event: \(r.stdout)")
+            let delay = try #require((retries.first?["delaySeconds"] as? NSNumber)?.doubleValue, "\(r.stdout)")
+            #expect(delay >= 0.8 * Self.retryDelay && delay <= 1.2 * Self.retryDelay,
+                    "the retry waits the usual backoff (\(Self.retryDelay) s ± 20 %), got \(delay) s")
+            #expect(retries.first?["cause"] as? String == "HTTP 503", "\(retries)")
+            // The server's clock: the 503 cannot have reached the client before the server
+            // began answering it, so the retry comes at least `delay` after that start
+            // (less 0.01 s: the event rounds the delay to hundredths).
+            if log.count == 2, let firstStart = (log[0]["start"] as? NSNumber)?.doubleValue,
+               let secondStart = (log[1]["start"] as? NSNumber)?.doubleValue {
+                #expect(secondStart - firstStart >= delay - 0.01,
+                        "the server saw the retry \(secondStart - firstStart) s after the 503's request, before the \(delay) s backoff")
+            } else {
+                Issue.record("the server's log has no times: \(log)")
+            }
         }
         // No reservation outlives the run (read with Python's sqlite3, apart from the code under test).
         let count = try World.tool("/usr/bin/env", ["python3", "-c",

@@ -82,16 +82,29 @@ struct VoiceCommandTests {
     @Test("an interrupted voice download is 'partly downloaded'; the next one resumes")
     func partial() throws {
         let w = try World(); defer { w.remove() }
-        let (catalog, slowCatalog, _) = try Self.voiceCatalogs(w)
+        let (catalog, slowCatalog, tree) = try Self.voiceCatalogs(w)
+        let model = "kokoro-test/model.onnx"
+        let size = try #require(Disk.fileSize(w.nginx.mirror + "/" + model))
         let p = try w.start(["voice", "download", "--source", "files"], catalog: slowCatalog)
-        try interruptAfter(p, wrote: 64 << 10, of: w.partialRoot + "/\(Self.id)/model.onnx")
+        let kept = try interruptAfter(p, wrote: 64 << 10, of: w.partialRoot + "/\(Self.id)/model.onnx")
+        try #require(kept < size, "the slowed download was interrupted before model.onnx was complete")
         let s = try status(w, catalog)
-        #expect(s["state"] as? String == "partial" && (s["presentBytes"] as? Int ?? 0) > 0, "\(s)")
+        #expect(s["state"] as? String == "partial" && (s["presentBytes"] as? Int ?? 0) >= Int(kept), "\(s)")
         let text2 = try w.run(["voice", "status"], catalog: catalog)
         #expect(text2.stdout.contains("partly downloaded"), "\(text2)")
+        w.nginx.clearLog()
         let again = try w.run(["voice", "download", "--source", "files"], catalog: catalog)
         #expect(again.status == 0, "\(again)")
         #expect(try status(w, catalog)["state"] as? String == "installed")
+        // Resumed, not restarted: one request for the rest of model.onnx, at the byte where
+        // the first run stopped, and only the missing bytes sent (nginx's access log).
+        let resumed = w.nginx.requests(for: model)
+        #expect(resumed.count == 1, "model.onnx was asked for once: \(w.nginx.accessLog())")
+        let resume = try #require(resumed.last, "\(w.nginx.accessLog())")
+        #expect(resume.rangeStart == kept, "resumed at byte \(kept) with a Range request: \(resume)")
+        #expect(resume.ifRange != nil && resume.ifRange != "", "a resume asks with If-Range: \(resume)")
+        #expect(resume.status == 206 && resume.bytesSent == size - kept, "only the \(size - kept) missing bytes were sent: \(resume)")
+        w.expectInstalledMatches(Self.id, source: tree, installFolder: w.store + "/voices/" + Self.id)
     }
 
     @Test("usage and catalog errors: a bad --source is exit 2; a catalog without a voice is exit 5")

@@ -71,17 +71,34 @@ struct FacadeTests {
         #expect(ExtentosLocalTier.storeProblem == nil)
     }
 
-    @Test func deviceFitReadsTheStoreFilesystem() throws {
+    /// What local-qwen3-1.7b needs: 984,013,244 bytes to download + 32 MiB + 1 % margin.
+    static let qwen17Needs: Int64 = 984_013_244 + 32 * 1_048_576 + 9_840_132
+
+    /// The byte rule DeviceFitTests checks in the engine, through the facade: requiredMb is
+    /// rounded up, availableMb down, and fits compares the bytes. Two stores on filesystems
+    /// of their own, one page above and one page below the need: in both, requiredMb is
+    /// availableMb + 1, so only the bytes can tell that the first fits and the second not.
+    @Test func deviceFitReadsTheStoreFilesystemAndComparesBytes() throws {
         defer { cleanUp() }
-        let fit = ExtentosLocalTier.deviceFit(for: "local-qwen3-1.7b")
-        let space = try FilesystemSpace.of(path: store)
-        #expect(fit.modelId == "local-qwen3-1.7b")
-        #expect(abs(fit.availableMb - Int(space.availableBytes >> 20)) < 64)
-        // 984,013,244 bytes to download + 32 MiB + 1% margin, rounded up to MiB.
-        let needed: Int64 = 984_013_244 + 32 * 1_048_576 + 9_840_132
-        let expected = Int((needed + 1_048_575) / 1_048_576)
-        #expect(fit.requiredMb == expected)
-        #expect(fit.fits == (fit.requiredMb <= fit.availableMb))
+        let mib: Int64 = 1 << 20
+        let page = PrivateTmpfs.pageSize
+        let roomy = (Self.qwen17Needs + page - 1) / page * page
+        for (size, fits) in [(roomy, true), (roomy - page, false)] {
+            let fs = try PrivateTmpfs(size: size)
+            defer { fs.remove() }
+            ExtentosLocalTier.configure(storeDirectory: fs.path + "/store")
+            let available = fs.availableBytes
+            #expect(available == size, "an empty tmpfs of \(size) bytes has them all free")
+            let fit = ExtentosLocalTier.deviceFit(for: "local-qwen3-1.7b")
+            #expect(fit.modelId == "local-qwen3-1.7b")
+            #expect(fit.requiredMb == Int((Self.qwen17Needs + mib - 1) / mib), "rounded up")
+            #expect(fit.availableMb == Int(available / mib), "rounded down")
+            #expect(fit.requiredMb == fit.availableMb + 1, "the MiB figures alone cannot decide: \(fit)")
+            #expect(fit.fits == fits && fit.fits == (Self.qwen17Needs <= available),
+                    "fits compares bytes: \(Self.qwen17Needs) needed, \(available) available: \(fit)")
+            #expect(ExtentosLocalTier.storeProblem == nil)
+            #expect(!FileManager.default.fileExists(atPath: fs.path + "/store"), "asking for a fit creates no store")
+        }
     }
 
     @Test func deviceFitOfAnUnknownIdNeedsNothingAndDoesNotFit() {

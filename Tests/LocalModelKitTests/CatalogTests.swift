@@ -12,8 +12,13 @@ struct CatalogTests {
     static let inputs = testsFolder.appendingPathComponent("Inputs")
     static let packageRoot = testsFolder.deletingLastPathComponent().deletingLastPathComponent()
     static let shippedCatalogPath = packageRoot.appendingPathComponent("Catalog/catalog.json").path
-    /// The shipped catalog's bytes, as the file holds them.
-    static var shippedCatalogBytes: [UInt8] { (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: shippedCatalogPath)))) ?? [] }
+    /// The shipped catalog's bytes, as the file holds them (a missing file is an error, not
+    /// an empty input every check would pass on).
+    static func shippedCatalogBytes() throws -> [UInt8] {
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: shippedCatalogPath)))
+        try #require(!bytes.isEmpty, "\(shippedCatalogPath) is empty")
+        return bytes
+    }
 
     /// Runs `body` in a fresh temporary directory that is removed afterwards.
     static func withTemporaryDirectory<T>(_ body: (URL) throws -> T) throws -> T {
@@ -1049,32 +1054,237 @@ struct CatalogTests {
         return problems
     }
 
-    @Test func randomMutationsOfTheBundledCatalogDecodeOrFailCleanly() {
-        let original = Self.shippedCatalogBytes
+    /// The catalog as JSON, in the loader's own shape (an archive's `stripComponents` always
+    /// written), to compare with the document it came from.
+    static func json(_ catalog: Catalog) -> JSONValue {
+        var top: [(key: String, value: JSONValue)] = [
+            ("schemaVersion", JSONValue(catalog.schemaVersion)), ("catalogVersion", JSONValue(catalog.catalogVersion)),
+            ("generatedAt", .string(catalog.generatedAt)),
+        ]
+        if let expiresAt = catalog.expiresAt { top.append(("expiresAt", .string(expiresAt))) }
+        if let key = catalog.nextKey { top.append(("nextKey", ["name": .string(key.name), "publicKey": .string(key.publicKey)])) }
+        top.append(("models", .array(catalog.models.map { model in
+            var m: [(key: String, value: JSONValue)] = [
+                ("id", .string(model.id)), ("kind", .string(model.kind.rawValue)), ("displayName", .string(model.displayName)),
+                ("requiredMb", JSONValue(model.requiredMb)), ("autoEligible", .bool(model.autoEligible)),
+            ]
+            if let revision = model.revision { m.append(("revision", .string(revision))) }
+            m.append(("files", .array(model.files.map {
+                ["path": .string($0.path), "size": .int($0.size), "sha256": $0.sha256.map(JSONValue.string) ?? .null]
+            })))
+            m.append(("sources", .array(model.sources.map { source -> JSONValue in
+                switch source {
+                case .files(let base): return ["type": "files", "baseURL": .string(base)]
+                case .archive(let a):
+                    return ["type": "archive", "url": .string(a.url), "format": .string(a.format.rawValue), "size": .int(a.size),
+                            "sha256": .string(a.sha256), "stripComponents": JSONValue(a.stripComponents)]
+                }
+            })))
+            return .object(m)
+        })))
+        return .object(top)
+    }
+
+    /// `value` with every object's members sorted by key, and `stripComponents: 0` written
+    /// where an archive source leaves it out (the loader's default).
+    static func normalized(_ value: JSONValue) -> JSONValue {
+        switch value {
+        case .array(let items): return .array(items.map(normalized))
+        case .object(var members):
+            if members.contains(where: { $0.key == "type" && $0.value == .string("archive") }),
+               !members.contains(where: { $0.key == "stripComponents" }) {
+                members.append((key: "stripComponents", value: .int(0)))
+            }
+            return .object(members.map { (key: $0.key, value: normalized($0.value)) }.sorted { $0.key < $1.key })
+        default: return value
+        }
+    }
+
+    /// The JSON paths, in the loader's spelling (`models[2].files[0].size`), where two
+    /// documents differ: a value changed, a member or element added or removed.
+    static func differences(_ a: JSONValue, _ b: JSONValue, at path: String = "$") -> [String] {
+        func join(_ key: String) -> String { path == "$" ? key : "\(path).\(key)" }
+        switch (a, b) {
+        case let (.object(x), .object(y)):
+            var out: [String] = []
+            for key in Set(x.map(\.key)).union(y.map(\.key)) {
+                if let u = a[key], let v = b[key] { out += differences(u, v, at: join(key)) } else { out.append(join(key)) }
+            }
+            return out
+        case let (.array(x), .array(y)):
+            var out = x.count == y.count ? [] : [path]
+            for n in 0..<max(x.count, y.count) {
+                if n < x.count && n < y.count { out += differences(x[n], y[n], at: "\(path)[\(n)]") } else { out.append("\(path)[\(n)]") }
+            }
+            return out
+        default:
+            return a == b ? [] : [path]
+        }
+    }
+
+    /// The parent of a JSON path (`models[2].files` for `models[2].files[0]`; "$" at the top).
+    static func parent(_ path: String) -> String {
+        guard let cut = path.lastIndex(where: { $0 == "." || $0 == "[" }) else { return "$" }
+        return String(path[..<cut])
+    }
+
+    /// Whether an issue at `issue` speaks of a change at `changed`: at the changed node or
+    /// inside it, at its container (a sum of sizes, an empty array), or at a sibling (a rule
+    /// between two fields of one object: autoEligible and kind, generatedAt and expiresAt).
+    /// Never "$", which names no field.
+    static func related(_ issue: String, _ changed: String) -> Bool {
+        guard issue != "$" else { return false }
+        let inside = issue == changed || issue.hasPrefix(changed + ".") || issue.hasPrefix(changed + "[")
+        return inside || issue == parent(changed) || parent(issue) == parent(changed)
+    }
+
+    /// Every node with its path, in document order, the root ("$") first.
+    static func nodes(_ value: JSONValue, at path: String = "$") -> [(path: String, value: JSONValue)] {
+        func join(_ key: String) -> String { path == "$" ? key : "\(path).\(key)" }
+        switch value {
+        case .object(let members): return [(path, value)] + members.flatMap { nodes($0.value, at: join($0.key)) }
+        case .array(let items): return [(path, value)] + items.indices.flatMap { nodes(items[$0], at: "\(path)[\($0)]") }
+        default: return [(path, value)]
+        }
+    }
+
+    /// `value` with the node at `target` given to `transform`: its result replaces the node,
+    /// nil removes it (from its object or array).
+    static func replacing(_ value: JSONValue, at target: String, path: String = "$",
+                          with transform: (JSONValue) -> JSONValue?) -> JSONValue? {
+        if path == target { return transform(value) }
+        func join(_ key: String) -> String { path == "$" ? key : "\(path).\(key)" }
+        /// Only the one child on the way to `target` is rebuilt.
+        func leadsThere(_ child: String) -> Bool {
+            target == child || target.hasPrefix(child + ".") || target.hasPrefix(child + "[")
+        }
+        switch value {
+        case .object(let members):
+            return .object(members.compactMap { member in
+                let child = join(member.key)
+                guard leadsThere(child) else { return member }
+                return replacing(member.value, at: target, path: child, with: transform).map { (key: member.key, value: $0) }
+            })
+        case .array(let items):
+            return .array(items.indices.compactMap { n in
+                let child = "\(path)[\(n)]"
+                return leadsThere(child) ? replacing(items[n], at: target, path: child, with: transform) : items[n]
+            })
+        default:
+            return value
+        }
+    }
+
+    /// Values that break, or just pass, a catalog field's rules.
+    static let interestingValues: [JSONValue] = [
+        .int(-1), .int(0), .int(1), .int(Int64.max), .bigInteger("1" + String(repeating: "0", count: 30)), .double(1.5),
+        .string(""), .string("../x"), .string("/abs/path"), .string("a\u{0}b"), .string("renamed.bin"), .string("Name"),
+        .string("http://example.com/m/"), .string("https://example.com/other/"), .string(String(repeating: "ab", count: 32)),
+        .null, .bool(true), .bool(false), .array([]), .object([]),
+    ]
+
+    /// One structural mutation of a parsed catalog (`nodes` are its nodes): a node replaced
+    /// by an interesting value, removed, given an unknown member, or (an array element)
+    /// repeated at the array's end.
+    /// - Returns: the mutated document and the path the change is at.
+    static func mutateTree(_ tree: JSONValue, nodes: [(path: String, value: JSONValue)], _ rng: inout SplitMix64) -> (JSONValue, String) {
+        let target = nodes.dropFirst().randomElement(using: &rng)!   // never the root itself
+        switch Int.random(in: 0..<4, using: &rng) {
+        case 0:
+            let value = interestingValues.randomElement(using: &rng)!
+            return (replacing(tree, at: target.path) { _ in value }!, target.path)
+        case 1:
+            return (replacing(tree, at: target.path) { _ in nil }!, target.path)
+        case 2:
+            let object = nodes.filter { if case .object = $0.value { return true } else { return false } }.randomElement(using: &rng)!
+            return (replacing(tree, at: object.path) { node in
+                guard case .object(let members) = node else { return node }
+                return .object(members + [(key: "extra", value: .int(1))])
+            }!, object.path == "$" ? "extra" : object.path + ".extra")
+        default:
+            let element = nodes.filter { $0.path.hasSuffix("]") }.randomElement(using: &rng)!
+            let array = parent(element.path)
+            guard case .array(let items)? = nodes.first(where: { $0.path == array })?.value else { return (tree, element.path) }
+            return (replacing(tree, at: array) { _ in .array(items + [element.value]) }!, "\(array)[\(items.count)]")
+        }
+    }
+
+    /// An accepted catalog keeps the rules, says what its document says, and re-validates
+    /// to itself.
+    static func expectFaithful(_ catalog: Catalog, document: JSONValue, _ label: String,
+                               sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let problems = checkInvariants(catalog)
+        #expect(problems.isEmpty, "\(label) was accepted but breaks the rules: \(problems)", sourceLocation: sourceLocation)
+        let written = json(catalog)
+        #expect(normalized(written) == normalized(document),
+                "\(label): the accepted catalog differs from its document at \(differences(normalized(written), normalized(document)))",
+                sourceLocation: sourceLocation)
+        let again = try CatalogLoader().decode(Array(written.serialized().utf8), source: label + " again")
+        #expect(again.models == catalog.models && again.catalogVersion == catalog.catalogVersion && again.schemaVersion == catalog.schemaVersion
+                && again.generatedAt == catalog.generatedAt && again.expiresAt == catalog.expiresAt && again.nextKey == catalog.nextKey,
+                "\(label) does not round-trip", sourceLocation: sourceLocation)
+    }
+
+    @Test func randomMutationsOfTheBundledCatalogDecodeOrFailCleanly() throws {
+        let original = try Self.shippedCatalogBytes()
+        let originalTree = try JSONParser().parse(original)
+        try Self.expectFaithful(try CatalogLoader().decode(original, source: "shipped"), document: originalTree, "the shipped catalog")
         var rng = SplitMix64(state: 0x5EED_CA7A_1061)
         var accepted = 0
         var rejected = 0
+        var rejectedAsJSON = 0
         for n in 0..<300 {
             let mutant = Self.mutate(original, &rng)
-            do {
-                let catalog = try CatalogLoader().decode(mutant, source: "mutant \(n)")
+            switch Result(catching: { () throws(CatalogError) in try CatalogLoader().decode(mutant, source: "mutant \(n)") }) {
+            case .success(let catalog):
                 accepted += 1
-                let problems = Self.checkInvariants(catalog)
-                #expect(problems.isEmpty, "mutant \(n) was accepted but breaks the rules: \(problems)")
-            } catch {
+                try Self.expectFaithful(catalog, document: try JSONParser().parse(mutant), "mutant \(n)")
+            case .failure(let error):
                 rejected += 1
                 #expect(!error.issues.isEmpty, "mutant \(n) was refused without any issue")
                 #expect(error.issues.allSatisfy { !$0.path.isEmpty && !$0.message.isEmpty }, "mutant \(n): \(error)")
                 #expect(error.source == "mutant \(n)")
+                // A refusal names where the bytes changed: not JSON at all at "$", else at
+                // (or around) a JSON path whose value the mutation changed.
+                guard let tree = try? JSONParser().parse(mutant) else {
+                    #expect(error.issues.count == 1 && error.issues.first?.path == "$"
+                            && error.issues.first?.message.hasPrefix("not valid JSON") == true, "mutant \(n): \(error)")
+                    continue
+                }
+                rejectedAsJSON += 1
+                let changed = Self.differences(originalTree, tree)
+                #expect(!changed.isEmpty, "mutant \(n) is the same document, yet refused: \(error)")
+                #expect(error.issues.contains { issue in changed.contains { Self.related(issue.path, $0) } },
+                        "mutant \(n): no issue names a changed place \(changed.prefix(8)): \(error)")
             }
         }
-        #expect(accepted + rejected == 300)
-        #expect(rejected > 150, "most mutations break a strict catalog; only \(rejected) of 300 were refused")
+        #expect(accepted > 0 && rejected > 150, "some mutations keep a valid catalog and most break it: \(accepted) accepted, \(rejected) refused")
+        #expect(rejectedAsJSON > 0, "some refused mutants were still JSON, so their paths were checked")
+
+        // Mutations of the document's structure, where the changed path is known exactly
+        // (fewer: each is valid JSON, so each is validated in full).
+        let originalNodes = Self.nodes(originalTree)
+        var treeAccepted = 0
+        var treeRejected = 0
+        for n in 0..<120 {
+            let (tree, changed) = Self.mutateTree(originalTree, nodes: originalNodes, &rng)
+            let label = "tree mutant \(n) (at \(changed))"
+            switch Result(catching: { () throws(CatalogError) in try CatalogLoader().decode(Array(tree.serialized().utf8), source: label) }) {
+            case .success(let catalog):
+                treeAccepted += 1
+                try Self.expectFaithful(catalog, document: tree, label)
+            case .failure(let error):
+                treeRejected += 1
+                #expect(error.issues.contains { Self.related($0.path, changed) }, "\(label): no issue names it: \(error)")
+            }
+        }
+        #expect(treeAccepted > 0 && treeRejected > 0, "\(treeAccepted) accepted, \(treeRejected) refused")
+        print("catalog mutations: bytes \(accepted) accepted, \(rejected) refused (\(rejectedAsJSON) still JSON); tree \(treeAccepted) accepted, \(treeRejected) refused")
     }
 
-    @Test func everyTruncationOfTheBundledCatalogIsRejectedAsNotJSON() {
+    @Test func everyTruncationOfTheBundledCatalogIsRejectedAsNotJSON() throws {
         // The JSON document itself, without the file's final newline (cutting only that leaves valid JSON).
-        var original = Self.shippedCatalogBytes
+        var original = try Self.shippedCatalogBytes()
         while original.last == UInt8(ascii: "\n") { original.removeLast() }
         var rng = SplitMix64(state: 42)
         var lengths = [0, 1, original.count - 1]

@@ -10,8 +10,6 @@ struct DeviceFitTests {
     typealias S = StoreTestSupport
 
     static let mib: Int64 = 1 << 20
-    /// Free space moves while other tests and processes write: allow this much drift.
-    static let tolerance: Int64 = 8 << 20
 
     static let filesModel = S.filesModel("files-model", files: [("weights/model.gguf", 3_000_000), ("tokenizer.json", 12_345)])
     static let archiveModel = S.archiveModel("archive-model", archiveSize: 2_000_000,
@@ -27,6 +25,15 @@ struct DeviceFitTests {
 
     static func available(_ path: String) throws -> Int64 {
         try FilesystemSpace.of(path: path).availableBytes
+    }
+
+    /// Runs `body` with a folder on a tmpfs of its own (1 GiB; nothing is taken from memory
+    /// until written). Its free space moves only when this test writes, so it is compared
+    /// exactly: the shared temporary folder's moves while parallel tests write into it.
+    static func withPrivateFilesystem<T>(_ body: (String) throws -> T) throws -> T {
+        let fs = try PrivateTmpfs(size: 1 << 30)
+        defer { fs.remove() }
+        return try body(fs.path)
     }
 
     // MARK: Requirement
@@ -141,7 +148,7 @@ struct DeviceFitTests {
     @Test("availableBytes matches df for the store's folder")
     func availableMatchesDf() throws {
         let df = try S.tool(["/usr/bin/df", "/bin/df"])
-        try S.withTempDir { dir in
+        try Self.withPrivateFilesystem { dir in
             let engine = Self.engine(dir)
             try engine.open()
             func dfAvail() throws -> (avail: Int64, size: Int64) {
@@ -154,28 +161,28 @@ struct DeviceFitTests {
             let before = try dfAvail()
             let fit = try engine.deviceFit(for: "files-model")
             let after = try dfAvail()
-            #expect(fit.availableBytes >= min(before.avail, after.avail) - Self.tolerance)
-            #expect(fit.availableBytes <= max(before.avail, after.avail) + Self.tolerance)
+            #expect(before.avail == after.avail, "nothing else writes on this filesystem, and asking for a fit writes nothing")
+            #expect(fit.availableBytes == before.avail, "df says \(before.avail)")
             #expect(try FilesystemSpace.of(path: engine.layout.root).totalBytes == before.size)
+            #expect(before.size == 1 << 30)
         }
     }
 
     @Test("a store that does not exist yet reads the space of its nearest existing folder and is not created")
     func spaceOfMissingStore() throws {
-        try S.withTempDir { dir in
+        try Self.withPrivateFilesystem { dir in
             let engine = S.engine(root: dir + "/not/yet/store", catalog: Self.catalog)
             let before = try Self.available(dir)
             let fit = try engine.deviceFit(for: "files-model")
-            let after = try Self.available(dir)
-            #expect(fit.availableBytes >= min(before, after) - Self.tolerance)
-            #expect(fit.availableBytes <= max(before, after) + Self.tolerance)
+            #expect(fit.availableBytes == before && before == 1 << 30, "the empty filesystem's \(before) bytes")
+            #expect(try Self.available(dir) == before)
             #expect(!FileIO.exists(dir + "/not"), "asking for a fit must not create the store")
         }
     }
 
     @Test("reservations of other downloads reduce availableBytes; the model's own does not")
     func reservationsOfOthersCount() throws {
-        try S.withTempDir { dir in
+        try Self.withPrivateFilesystem { dir in
             let engine = Self.engine(dir)
             let (records, _) = try engine.open()
             let own: Int64 = 128 * Self.mib
@@ -185,24 +192,22 @@ struct DeviceFitTests {
                 try ctx.reserve("someone-else", bytes: other, pid: 2)
             }
             let root = engine.layout.root
-            let before = try Self.available(root)
+            let free = try Self.available(root)
             let filesFit = try engine.deviceFit(for: "files-model")
             let archiveFit = try engine.deviceFit(for: "archive-model")
             let listed = try engine.models()
             let inputs = try engine.autoChoiceInputs()
-            let after = try Self.available(root)
-            func near(_ value: Int64, _ minus: Int64, sourceLocation: SourceLocation = #_sourceLocation) {
-                #expect(value >= min(before, after) - minus - Self.tolerance, "\(value) vs \(before) - \(minus)", sourceLocation: sourceLocation)
-                #expect(value <= max(before, after) - minus + Self.tolerance, "\(value) vs \(before) - \(minus)", sourceLocation: sourceLocation)
-            }
-            near(filesFit.availableBytes, other)
-            near(archiveFit.availableBytes, other + own)
-            near(try #require(listed.first { $0.model.id == "files-model" }).fit.availableBytes, other)
-            near(try #require(listed.first { $0.model.id == "archive-model" }).fit.availableBytes, other + own)
-            near(inputs.freeStorageBytes, other + own)
-            // Releasing the other download gives its space back.
+            #expect(try Self.available(root) == free, "the readings wrote nothing")
+            #expect(filesFit.availableBytes == free - other)
+            #expect(archiveFit.availableBytes == free - other - own)
+            #expect(try #require(listed.first { $0.model.id == "files-model" }).fit.availableBytes == free - other)
+            #expect(try #require(listed.first { $0.model.id == "archive-model" }).fit.availableBytes == free - other - own)
+            #expect(inputs.freeStorageBytes == free - other - own)
+            // Releasing the other download gives its space back (the release itself may
+            // grow the database: read the free space again).
             try records.write { try $0.release("someone-else") }
-            near(try engine.deviceFit(for: "files-model").availableBytes, 0)
+            let freeAfterRelease = try Self.available(root)
+            #expect(try engine.deviceFit(for: "files-model").availableBytes == freeAfterRelease)
         }
     }
 

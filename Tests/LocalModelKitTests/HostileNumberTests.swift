@@ -98,33 +98,91 @@ struct HostileNumberTests {
         }
     }
 
-    @Test("a catalog with hostile sizes, versions and memory figures is refused with its JSON path, never trapped on")
-    func catalogNumbers() {
-        for value in Self.hostile {
-            let json = """
-                {"schemaVersion": 1, "catalogVersion": \(value), "generatedAt": "2026-01-01T00:00:00Z",
-                 "models": [{"id": "m", "kind": "llm", "displayName": "M", "requiredMb": \(value), "autoEligible": true,
-                   "files": [{"path": "a.bin", "size": \(value), "sha256": null}],
-                   "sources": [{"type": "files", "baseUrl": "https://example.com/m/"}]}]}
-                """
-            do {
-                _ = try CatalogLoader().decode(Array(json.utf8), source: "hostile.json")
-                Issue.record("a catalog with \(value.prefix(30)) was accepted")
-            } catch {
-                // "NaN" is not JSON at all: the whole document is refused; else each field is named.
-                if value != "NaN" {
-                    #expect(error.issues.contains { $0.path.hasSuffix("size") }, "\(error.description.prefix(400))")
+    /// A valid one-model catalog with the three numbers spelled as given (JSON text, so a
+    /// hostile spelling reaches the parser as it is).
+    static func catalogText(catalogVersion: String = "1", requiredMb: String = "100", size: String = "1000") -> String {
+        """
+        {"schemaVersion": 1, "catalogVersion": \(catalogVersion), "generatedAt": "2026-01-01T00:00:00Z",
+         "models": [{"id": "m", "kind": "llm", "displayName": "M", "requiredMb": \(requiredMb), "autoEligible": true,
+           "files": [{"path": "a.bin", "size": \(size), "sha256": null}],
+           "sources": [{"type": "files", "baseURL": "https://example.com/m/"}]}]}
+        """
+    }
+
+    static func decode(_ text: String) -> Result<Catalog, CatalogError> {
+        Result { () throws(CatalogError) in try CatalogLoader().decode(Array(text.utf8), source: "hostile.json") }
+    }
+
+    @Test("a catalog with hostile sizes, versions and memory figures is refused with its JSON path, never trapped on; the largest valid numbers are accepted exactly")
+    func catalogNumbers() throws {
+        // The fixture itself is accepted, with its numbers as written, and so are the
+        // largest numbers each field allows: a refusal below is about the number alone.
+        for (version, mb, size) in [("1", "100", "1000"), ("2147483647", "1048576", "1099511627776")] {
+            let catalog = try Self.decode(Self.catalogText(catalogVersion: version, requiredMb: mb, size: size)).get()
+            #expect(catalog.catalogVersion == Int(version))
+            #expect(catalog.models.count == 1 && catalog.models.first?.requiredMb == Int(mb))
+            #expect(catalog.models.first?.files.first?.size == Int64(size))
+        }
+
+        // One number at a time, the others valid: refused with exactly one issue, at that
+        // number's path. One past each limit, and zero, are refused the same way.
+        let fields: [(name: String, path: String, limit: String, text: (String) -> String)] = [
+            ("catalogVersion", "catalogVersion", "2147483648", { Self.catalogText(catalogVersion: $0) }),
+            ("requiredMb", "models[0].requiredMb", "1048577", { Self.catalogText(requiredMb: $0) }),
+            ("size", "models[0].files[0].size", "1099511627777", { Self.catalogText(size: $0) }),
+        ]
+        for field in fields {
+            for value in Self.hostile + [field.limit, "0"] {
+                let label = "\(field.name) = \(value.prefix(30))"
+                switch Self.decode(field.text(value)) {
+                case .success(let catalog):
+                    Issue.record("\(label) was accepted: version \(catalog.catalogVersion), \(catalog.models)")
+                case .failure(let error):
+                    // "NaN" is not JSON at all: the whole document is refused, at "$".
+                    let path = value == "NaN" ? "$" : field.path
+                    #expect(error.issues.map(\.path) == [path], "\(label): \(error.description.prefix(400))")
+                    #expect(error.issues.allSatisfy { !$0.message.isEmpty }, "\(label)")
+                    if value == "NaN" {
+                        #expect(error.issues.first?.message.hasPrefix("not valid JSON") == true, "\(label): \(error)")
+                    }
                 }
+            }
+        }
+
+        // All three hostile at once: each is named (NaN still refuses the whole document).
+        for value in Self.hostile {
+            let text = Self.catalogText(catalogVersion: value, requiredMb: value, size: value)
+            switch Self.decode(text) {
+            case .success:
+                Issue.record("a catalog with \(value.prefix(30)) everywhere was accepted")
+            case .failure(let error):
+                let expected = value == "NaN" ? ["$"] : fields.map(\.path)
+                #expect(Set(error.issues.map(\.path)) == Set(expected), "\(value.prefix(30)): \(error.description.prefix(600))")
             }
         }
     }
 
-    @Test("a records database with hostile reservations and timestamps: the engine answers, never traps")
+    /// Timestamps no clock gives, as the STRICT schema's REAL columns can hold them
+    /// (REAL and INTEGER), written by another program.
+    static let hostileTimes: [SQLiteValue] = [
+        .real(.infinity), .real(-.infinity), .real(1e300), .real(-1e300), .real(-1.5), .real(-0.0),
+        .real(253_402_300_800),       // 10000-01-01: one second past what ISO 8601 can write
+        .real(-62_167_219_201),       // one second before year 0
+        .integer(.max), .integer(.min), .integer(-1),
+    ]
+    /// What a writer that ignored the schema (STRICT taken off) could leave in the same columns.
+    static let hostileTexts = ["NaN", "-1", "1e400", "inf", "yesterday", "", String(repeating: "9", count: 10_000)]
+
+    @Test("a records database with hostile reservations and timestamps: the engine answers, never traps, and reads back what is there")
     func recordsNumbers() throws {
-        try StoreTestSupport.withTempDir { dir in
-            let model = StoreTestSupport.filesModel("m", files: [("a.bin", 1000)])
-            let engine = StoreTestSupport.engine(root: dir + "/store", catalog: StoreTestSupport.catalog([model]))
-            let records = try engine.open().records
+        typealias S = StoreTestSupport
+        try S.withTempDir { dir in
+            let model = S.filesModel("m", files: [("a.bin", 1000)])
+            let pending = S.filesModel("p", files: [("b.bin", 2000)])
+            let catalog = S.catalog([model, pending])
+            let setup = S.engine(root: dir + "/store", catalog: catalog)
+            let records = try setup.open().records
+            try S.install(model, layout: setup.layout, records: records)
             // What a damaged or hostile database may hold (the CHECK constraints bypassed by a
             // foreign writer): reservations that overflow any sum, timestamps out of range.
             try records.write { ctx in
@@ -132,11 +190,84 @@ struct HostileNumberTests {
                 try ctx.reserve("b", bytes: .max, pid: 2)
                 try ctx.reserve("c", bytes: .max, pid: 3)
             }
-            let statuses = try engine.models()
-            #expect(statuses.count == 1 && statuses[0].fit.availableBytes == 0, "everything is reserved, so nothing is free")
+            let statuses = try setup.models()
+            #expect(statuses.count == 2 && statuses.allSatisfy { $0.fit.availableBytes == 0 }, "everything is reserved, so nothing is free")
             #expect(try records.read { try $0.reservedBytes() } == .max)
+
+            // Hostile timestamps in every timestamp column: the history, the install's three
+            // times, a reservation's and a partial file's.
+            try records.write { ctx in
+                for (n, value) in Self.hostileTimes.enumerated() {
+                    try ctx.db.query("INSERT INTO events (at, model_id, event, detail) VALUES (?, 'm', 'verified', ?)",
+                                     [value, .text("hostile time \(n)")])
+                }
+                try ctx.db.query("UPDATE installs SET created_at = ?, updated_at = ?, installed_at = ? WHERE model_id = 'm'",
+                                 [.real(-.infinity), .integer(.max), .real(.nan)])
+                try ctx.db.query("UPDATE reservations SET created_at = ? WHERE model_id = 'a'", [.real(.infinity)])
+                try ctx.db.query("UPDATE reservations SET created_at = ? WHERE model_id = 'b'", [.integer(.min)])
+                try ctx.db.query("INSERT INTO partial_files (model_id, path, size, bytes_present, updated_at) VALUES ('p', 'b.bin', 2000, 10, ?)",
+                                 [.real(-1e300)])
+            }
+            // SQLite keeps NaN as NULL, which a NOT NULL time refuses; STRICT refuses text that
+            // is not a number.
+            for value: SQLiteValue in [.real(.nan), .text("NaN"), .text("yesterday")] {
+                #expect(throws: (any Error).self, "\(value) stored as a history time") {
+                    try records.write { ctx in
+                        try ctx.db.query("INSERT INTO events (at, model_id, event, detail) VALUES (?, 'm', 'verified', 'refused')", [value])
+                    }
+                }
+            }
+            // A foreign writer that takes STRICT off the history can store text there too (text
+            // that looks like a number becomes one, by the column's REAL affinity).
+            let raw = try SQLiteConnection(path: records.path, create: false)
+            try raw.execute("PRAGMA writable_schema=ON")
+            try raw.execute("UPDATE sqlite_schema SET sql = replace(sql, ') STRICT', ')') WHERE name = 'events'")
+            let cookie = try raw.scalar("PRAGMA schema_version").int64 ?? 0
+            try raw.execute("PRAGMA schema_version = \(cookie + 1)")
+            try raw.execute("PRAGMA writable_schema=OFF")
+            for (n, text) in Self.hostileTexts.enumerated() {
+                _ = try raw.query("INSERT INTO events (at, model_id, event, detail) VALUES (?, 'm', 'verified', ?)",
+                                  [.text(text), .text("hostile text \(n)")])
+            }
+            let textTimes = Set(try raw.query("SELECT detail FROM events WHERE typeof(at) = 'text'").compactMap { $0[0].string })
+            #expect(textTimes.count == 4, "NaN, inf, yesterday and the empty string stay text: \(textTimes)")
+
+            // A fresh engine over that database (as the next command would be) answers everything.
+            let engine = S.engine(root: dir + "/store", catalog: catalog)
+            let repairs = try engine.open().repairs
+            // The reservations' owners are gone: released, whatever their times say.
+            #expect(Set(repairs.compactMap(\.modelId)) == ["a", "b", "c"], "\(repairs)")
+            #expect(try records.read { try $0.reservations() }.isEmpty)
+            let history = try engine.history(modelId: "m", limit: 10_000)
+            let numbers = history.filter { $0.detail?.hasPrefix("hostile time ") == true }
+            #expect(numbers.map(\.at) == Self.hostileTimes.map { $0.double ?? .nan }, "each REAL or INTEGER time reads back as it is stored")
+            let texts = history.filter { $0.detail?.hasPrefix("hostile text ") == true }
+            #expect(texts.count == Self.hostileTexts.count, "every row is read: \(texts.map(\.at))")
+            #expect(texts.filter { textTimes.contains($0.detail ?? "") }.allSatisfy { $0.at.isFinite },
+                    "a time that is text reads as a number, not a trap: \(texts.map(\.at))")
+            #expect(history.contains { $0.kind == "completed" }, "the real history is still there: \(history.map(\.kind))")
+            // Shown as a time only when it is one: ISO 8601 inside years 0…9999, nil otherwise.
+            for event in history {
+                if let text = CivilTime.iso8601(event.at) {
+                    #expect(text.count == 20 && text.hasSuffix("Z") && event.at >= -62_167_219_200 && event.at < 253_402_300_800,
+                            "\(event.at) → \(text)")
+                } else {
+                    #expect(!event.at.isFinite || event.at < -62_167_219_200 || event.at >= 253_402_300_800, "\(event.at) has no text")
+                }
+            }
+            #expect(CivilTime.iso8601(-1.5) == "1969-12-31T23:59:58Z" && CivilTime.iso8601(-0.0) == "1970-01-01T00:00:00Z")
+
+            let record = try #require(try engine.record(of: "m"))
+            #expect(record.state == .installed && record.createdAt == -.infinity && record.updatedAt == Double(Int64.max)
+                    && record.installedAt == nil, "\(record)")
+            #expect(try engine.status(of: "m").isInstalled, "hostile times do not uninstall a model")
+            let partial = try engine.status(of: "p")
+            #expect(!partial.isInstalled && partial.fit.availableBytes > 0 && partial.fit.requiredBytes > 0, "\(partial.fit)")
+            #expect(try engine.models().count == 2)
             _ = try engine.autoChoice()
-            _ = try engine.deviceFit(for: "m")
+            _ = try engine.autoChoiceInputs()
+            #expect(try engine.deviceFit(for: "m").requiredBytes == 0)
+            #expect(try Records(path: records.path).integrityCheck() == "ok")
         }
     }
 }

@@ -556,10 +556,16 @@ struct RecordsTests {
 
     // MARK: Several processes at once (P9)
 
-    static func launchStress(_ binary: String, path: String, prefix: String, iterations: Int) throws -> (Subprocess, Pipe, Pipe) {
+    static func launchStress(_ binary: String, path: String, prefix: String, iterations: Int,
+                             pauseAt: String? = nil) throws -> (Subprocess, Pipe, Pipe) {
         let process = Subprocess()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = [path, prefix, "\(iterations)"]
+        if let pauseAt {
+            var environment = ProcessInfo.processInfo.environment
+            environment["GLASSES_LOCAL_TEST_HOOK"] = "pause@" + pauseAt
+            process.environment = environment
+        }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -629,18 +635,59 @@ struct RecordsTests {
         }
     }
 
-    @Test("four processes creating and migrating the same new database at once all succeed")
+    /// The state letter of /proc/<pid>/stat ("T" when stopped).
+    static func processState(_ pid: Int32) -> String? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        return text[text.index(after: close)...].split(separator: " ").first.map(String.init)
+    }
+
+    /// Every schema object (type, name, SQL) and the schema cookie, which SQLite bumps at
+    /// each change of the schema: equal for two files when each was migrated the same way.
+    static func schemaFacts(_ path: String) throws -> (objects: [String], cookie: Int64, userVersion: Int64) {
+        let db = try SQLiteConnection(path: path, create: false, readOnly: true)
+        let objects = try db.query("SELECT type || ' ' || name || ': ' || coalesce(sql, '') FROM sqlite_schema ORDER BY type, name")
+            .compactMap { $0[0].string }
+        return (objects, try db.scalar("PRAGMA schema_version").int64 ?? -1, try db.scalar("PRAGMA user_version").int64 ?? -1)
+    }
+
+    @Test("four processes creating and migrating the same new database at once all succeed, and it is migrated once")
     func concurrentCreationMigratesOnce() throws {
         let binary = try S.recordsStressBinary()
         try S.withTempDir { dir in
             let path = dir + "/records.sqlite3"
             let iterations = 100
             let prefixes = ["q0", "q1", "q2", "q3"]
-            let launched = try prefixes.map { try Self.launchStress(binary, path: path, prefix: $0, iterations: iterations) }
+            // Each process stops at the hook `migrate`, having read the version of a database
+            // nobody has migrated yet; once all four are stopped they are released together,
+            // so every one of them goes for the write lock believing it must migrate. One
+            // does; the other three must find, inside the lock, that it is done.
+            let launched = try prefixes.map {
+                try Self.launchStress(binary, path: path, prefix: $0, iterations: iterations, pauseAt: "migrate")
+            }
+            var stopped: [Bool] = []
+            for (process, _, _) in launched {
+                _ = S.waitUntil(seconds: 60) { Self.processState(process.processIdentifier) == "T" || !process.isRunning }
+                stopped.append(Self.processState(process.processIdentifier) == "T")
+            }
+            for (process, _, _) in launched { kill(process.processIdentifier, SIGCONT) }
             let results = Self.finish(launched)
+            #expect(stopped == [true, true, true, true], "every process stopped before migrating: \(results.map(\.stderr))")
             for (prefix, result) in zip(prefixes, results) {
                 #expect(result.status == 0, "records-stress \(prefix) failed: \(result.stderr)")
+                #expect(result.stderr.contains("PAUSE migrate"), "\(prefix) reached the migration: \(result.stderr)")
+                #expect(result.stdout.contains("ok \(iterations)"), "records-stress \(prefix): \(result.stdout)")
             }
+            // Once: the file is exactly what one process migrating alone leaves (the same
+            // schema objects, and the same number of schema changes).
+            let reference = dir + "/reference.sqlite3"
+            _ = try Records(path: reference)
+            let alone = try Self.schemaFacts(reference)
+            let raced = try Self.schemaFacts(path)
+            #expect(raced.objects == alone.objects, "\(raced.objects)")
+            #expect(raced.cookie == alone.cookie, "schema changes: \(raced.cookie) racing, \(alone.cookie) alone")
+            #expect(raced.userVersion == Int64(Records.schemaVersion))
+
             let records = try Records(path: path)
             #expect(try records.userVersion() == Records.schemaVersion)
             #expect(try records.history(limit: 100_000).count == iterations * prefixes.count)

@@ -117,8 +117,10 @@ struct StoreTests {
             let held = try S.run(flock, ["-n", "-E", "99", path, "true"])
             #expect(held.status == 99, "flock -n must conflict while we hold the lock: \(held.status) \(held.stderr)")
             lock.unlock()
-            let free = try S.run(flock, ["-n", "-E", "99", path, "true"])
-            #expect(free.status == 0, "flock -n must succeed once we unlocked: \(free.status) \(free.stderr)")
+            // Waiting (-w), not -n: a child another test forks at this instant holds a copy of
+            // our descriptor, and the lock with it, until it execs.
+            let free = try S.run(flock, ["-w", "30", "-E", "99", path, "true"])
+            #expect(free.status == 0, "flock must get the lock once we unlocked: \(free.status) \(free.stderr)")
         }
     }
 

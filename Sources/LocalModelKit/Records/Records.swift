@@ -159,6 +159,9 @@ public final class Records: Sendable {
             throw RecordsError.newerSchema(path: path, found: current, supported: migrations.count)
         }
         if current == migrations.count { return }
+        // A test stops every process opening a new database here, each having read an old
+        // version, and lets them race for the write lock together (RecordsTests).
+        TestHooks.point("migrate")
         try withBusyRetry(path: path, limit: busyLimitSeconds) { () throws(SQLiteError) in
             try db.execute("BEGIN IMMEDIATE")
             do throws(SQLiteError) {

@@ -13,7 +13,8 @@ import FoundationEssentials
 /// bytes written), `hash` (a resume base hashed), `unpack` (first archive entry written),
 /// `install` (tree moved to staging), `after-rename` (renamed into place, not committed),
 /// `after-commit` (committed, not cleaned up), `records-write` (just before `verify`
-/// records its result, or `delete` commits after freeing the space).
+/// records its result, or `delete` commits after freeing the space), `migrate` (a records
+/// database older than this build read its version, before the write lock to migrate it).
 enum TestHooks {
     enum Action: String { case hold, pause }
 
