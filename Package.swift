@@ -27,7 +27,7 @@ let package = Package(
         // The engine: instance-based, no global state.
         .target(
             name: "LocalModelKit",
-            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto", "CSystem", "CLibraryLoader", "GlassesCore"]
+            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto", "CSystem", "CLibraryLoader"]
         ),
         // The SDK seam: Extentos.create(config:) and the local-tier registry.
         .target(name: "GlassesCore"),

@@ -2,7 +2,7 @@ import Testing
 @testable import LocalModelKit
 
 /// The autoChoice rule as a table: each row is a device/store situation and the answer
-/// the DESIGN's five steps give for it.
+/// the five steps of docs/ARCHITECTURE.md ("autoChoice") give for it.
 struct AutoChoiceRuleTests {
     static let gb: Int64 = 1 << 30
 

@@ -1,4 +1,4 @@
-// The records database (DESIGN "Store and records", RELIABILITY P1/P9, CONVENTIONS 11):
+// The records database (docs/ARCHITECTURE.md, "The store"; P1/P9):
 // migrations, WAL, damaged and foreign files, transactions, the append-only history,
 // reservations, and several real processes writing at once.
 import Foundation

@@ -1,4 +1,4 @@
-// The store on disk (DESIGN "Store and records", RELIABILITY P1/P7/P9): where it lives,
+// The store on disk (docs/ARCHITECTURE.md, "The store"; P1/P7/P9): where it lives,
 // the per-model flock, start-up repair of leftovers in both directions, and the
 // refusal of an older catalog.
 import Foundation

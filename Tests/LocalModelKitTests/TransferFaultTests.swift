@@ -1,4 +1,4 @@
-// Transfer reliability (RELIABILITY.md P1, P2, P3, P4, P5, P6): real downloads through
+// Transfer reliability (P1–P6 of docs/ARCHITECTURE.md): real downloads through
 // libcurl against Tests/Tools/faultserver.py on 127.0.0.1, one server and one temporary
 // store per test. Every fault of the release list that concerns HTTP ends either in a
 // verified install whose bytes equal the source, or in the right typed error with

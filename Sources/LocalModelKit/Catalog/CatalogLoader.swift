@@ -1,6 +1,6 @@
 import FoundationEssentials
 
-/// Decodes and validates catalogs. Every rule of the DESIGN is checked and every
+/// Decodes and validates catalogs. Every rule of Catalog/catalog.schema.json (and CatalogRules) is checked and every
 /// violation reported, never only the first; no input makes it crash.
 public struct CatalogLoader: Sendable {
     /// The largest catalog file read (P3: a catalog is read up to a fixed cap).
