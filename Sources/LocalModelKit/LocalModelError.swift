@@ -12,6 +12,22 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case busy = 7
     case temporary = 75
     case interrupted = 130
+
+    /// What the status means, for help texts.
+    public var meaning: String {
+        switch self {
+        case .ok: return "ok"
+        case .failure: return "failure"
+        case .usage: return "usage"
+        case .doesNotFit: return "does not fit"
+        case .integrity: return "integrity failure"
+        case .unknownModel: return "unknown model"
+        case .invalidCatalog: return "invalid catalog"
+        case .busy: return "busy"
+        case .temporary: return "temporary (retry later)"
+        case .interrupted: return "interrupted"
+        }
+    }
 }
 
 /// The stable machine code of a failure, and the exit status the command maps it to.

@@ -24,8 +24,9 @@ enum Help {
             text += "  " + spec.name.padded(to: width) + spec.abstract + "\n"
         }
         text += "\n  See 'glasses-local help <subcommand>' for detailed help.\n"
-        text += "\nEXIT CODES: 0 ok, 1 failure, 2 usage, 3 does not fit, 4 integrity failure, 5 unknown model,\n"
-        text += "  6 invalid catalog, 7 busy, 75 temporary (retry later), 130 interrupted."
+        // From the one table of exit statuses.
+        let codes = ExitStatus.allCases.map { "\($0.rawValue) \($0.meaning)" }
+        text += "\nEXIT CODES: " + codes.prefix(6).joined(separator: ", ") + ",\n  " + codes.dropFirst(6).joined(separator: ", ") + "."
         return text
     }
 
