@@ -79,7 +79,13 @@ public enum ChildProcess {
             Thread.sleep(forTimeInterval: 0.01)
         }
         let timedOut = process.isRunning
-        if timedOut { process.terminate() }
+        if timedOut {
+            // SIGTERM, then SIGKILL for a child that ignores it (one stuck in flock, say).
+            process.terminate()
+            let grace = Date().addingTimeInterval(5)
+            while process.isRunning && Date() < grace { Thread.sleep(forTimeInterval: 0.01) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
         process.waitUntilExit()
         try outHandle.close()
         try errHandle.close()

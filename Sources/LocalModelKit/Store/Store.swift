@@ -90,7 +90,7 @@ public struct StoreLayout: Sendable, Equatable {
             }
             do {
                 try FileIO.createDirectory(dir, below: root)
-            } catch where error.isAccessDenied || error.isReadOnlyFileSystem {
+            } catch where error.isPermissionDenied {
                 // A store this user may read but not write (a system-wide store): reading
                 // works without the folder; a write says what it could not do.
                 continue

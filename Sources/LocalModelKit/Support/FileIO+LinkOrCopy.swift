@@ -80,6 +80,8 @@ extension FileIO {
             if e == EISDIR { throw .occupied(path: destination) }
             throw .system(SystemError(errno: e, "rename into \(destination)"))
         }
+        // The rename survives a power cut: a mirror being published is a copy someone trusts.
+        _ = fsync(dir)
         return outcome
     }
 
