@@ -44,7 +44,7 @@ public struct EngineSetup: Sendable {
     /// Whether `--catalog` names a URL (a signed catalog to update from) rather than a file.
     public static func isURL(_ text: String) -> Bool {
         let lower = text.lowercased()
-        return lower.hasPrefix("https://") || lower.hasPrefix("http://")
+        return lower.hasPrefix("https://") || CatalogRules.isPlainHTTP(text)
     }
 
     /// Where the catalog comes from, for messages: its path or URL, the stored catalog's

@@ -63,6 +63,12 @@ public enum CatalogRules {
         return hasUpper ? s.lowercased() : s
     }
 
+    /// Whether `url` is plain http (then allowed only to loopback, and redirects may stay
+    /// on plain http; an https URL never redirects down to it).
+    public static func isPlainHTTP(_ url: String) -> Bool {
+        url.utf8.count >= 7 && url.utf8.prefix(7).map { $0 | 0x20 } == Array("http://".utf8)
+    }
+
     /// Why `url` may not be fetched, or nil: https only, plain http only to loopback.
     public static func urlProblem(_ url: String) -> String? {
         // Over the UTF-8 bytes: every delimiter here is ASCII, and this runs for every

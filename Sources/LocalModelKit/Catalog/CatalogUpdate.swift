@@ -97,7 +97,7 @@ extension LocalModelEngine {
             _ = try layout.remove(work)
             defer { _ = try? layout.remove(work) }
             let session = TransferSession(policy: options.policy, cancellation: cancellation,
-                                          allowPlainHTTPRedirects: url.lowercased().hasPrefix("http://"),
+                                          allowPlainHTTPRedirects: CatalogRules.isPlainHTTP(url),
                                           onEvent: { _ in }, onTick: { _ in })
             let outcomes = try session.run(requests)
             for (request, outcome) in zip(requests, outcomes) {

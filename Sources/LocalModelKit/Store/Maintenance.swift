@@ -221,7 +221,7 @@ extension LocalModelEngine {
         do { try layout.remove(repairRoot) } catch { throw .wrap(error, modelId: model.id) }
         onEvent(.phase(.download))
         let session = TransferSession(policy: options.policy, cancellation: cancellation,
-                                      allowPlainHTTPRedirects: url.lowercased().hasPrefix("http://"),
+                                      allowPlainHTTPRedirects: CatalogRules.isPlainHTTP(url),
                                       onEvent: { if case .completed(let f, _) = $0 { onEvent(.fileCompleted(file: f)) } },
                                       onTick: { _ in })
         let outcomes: [FileOutcome]

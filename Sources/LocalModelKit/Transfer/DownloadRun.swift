@@ -151,7 +151,7 @@ final class DownloadRun {
     func rewrite(_ url: String) -> String { MirrorRewrite.apply(options.mirror, to: url) }
 
     private func allowPlainHTTP(_ url: String) -> Bool {
-        url.lowercased().hasPrefix("http://")
+        CatalogRules.isPlainHTTP(url)
     }
 
     private func fetchFiles(baseURL: String) throws(LocalModelError) -> [String: String] {
