@@ -17,6 +17,12 @@ public struct EngineSetup: Sendable {
     public var memoryShare: Double
     /// The device probe; nil for the system's, which reads the `EXTENTOS_MEMORY_*` overrides.
     public var probe: (any DeviceProbe)?
+    /// The trusted catalog keys when the caller read them already (the command, which also
+    /// warns about skipped key files); nil to read them from the environment here.
+    public var catalogKeys: [(name: String, pem: String)]?
+
+    /// `catalogKeys`, else the shipped keys and those of `EXTENTOS_CATALOG_KEYS`.
+    public var trustedKeys: [(name: String, pem: String)] { catalogKeys ?? TrustedCatalogKeys.all(environment: environment) }
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment, storeDirectory: String? = nil,
                 catalogFile: String? = nil, memoryShare: Double = 0.5, probe: (any DeviceProbe)? = nil) {
@@ -67,7 +73,7 @@ public struct EngineSetup: Sendable {
             floor.catalogFile = nil
             floor.environment["EXTENTOS_CATALOG"] = nil
             let engine = try floor.makeEngine()
-            let update = try engine.updateCatalog(from: url, keys: TrustedCatalogKeys.all(environment: environment),
+            let update = try engine.updateCatalog(from: url, keys: trustedKeys,
                                                   options: DownloadOptions(policy: transferPolicy()))
             return (update.catalog, url)
         }
@@ -76,7 +82,7 @@ public struct EngineSetup: Sendable {
             // the built-in one is the floor.
             let bundled = loader.bundled()
             if let root = storeRoot,
-               let stored = StoreLayout(root: root).storedCatalog(keys: TrustedCatalogKeys.all(environment: environment)),
+               let stored = StoreLayout(root: root).storedCatalog(keys: trustedKeys),
                stored.catalog.catalogVersion > bundled.catalogVersion {
                 return stored
             }

@@ -24,7 +24,7 @@ enum CatalogUpdateCommand {
         let options = try TransferCommands.options(context)
         let interrupt = InterruptHandler()
         let engine = try context.engine()
-        let keys = TrustedCatalogKeys.all(environment: context.environment)
+        let keys = context.trustedKeys()
         let outcome = try context.attempt {
             try engine.updateCatalog(from: url, keys: keys, options: options, cancellation: interrupt.flag).outcome
         }

@@ -31,8 +31,10 @@ final class CommandContext {
             }
             share = value
         }
-        let setup = EngineSetup(environment: environment, storeDirectory: invocation.value("--store"),
+        var setup = EngineSetup(environment: environment, storeDirectory: invocation.value("--store"),
                                 catalogFile: invocation.value("--catalog"), memoryShare: share, probe: memoryProbe)
+        // Read once for the command; doctor lists skipped key files as a check instead.
+        setup.catalogKeys = keys(warn: invocation.command.name != "doctor").keys
         if let url = setup.catalogPath, EngineSetup.isURL(url), let problem = CatalogRules.urlProblem(url) {
             throw .usage("--catalog \(url): \(problem)", of: invocation.command)
         }
@@ -52,16 +54,21 @@ final class CommandContext {
         return !EngineSetup.isURL(path)
     }
 
-    /// The trusted catalog keys; each `*.pub` of `EXTENTOS_CATALOG_KEYS` that is skipped is
-    /// said once on stderr (`warning:`), so a FIFO or a stray file there is never silent.
-    func trustedKeys() -> [(name: String, pem: String)] {
-        let (keys, skipped) = TrustedCatalogKeys.load(environment: environment)
-        if !warnedAboutKeys && !console.quiet {
-            for problem in skipped { console.err("warning: \(problem)") }
+    /// The trusted catalog keys, read once per command; each `*.pub` of
+    /// `EXTENTOS_CATALOG_KEYS` that is skipped is said once on stderr (`warning:`), so a FIFO
+    /// or a stray file there is never silent. Doctor lists them instead (`keys(warn: false)`).
+    func trustedKeys() -> [(name: String, pem: String)] { keys(warn: true).keys }
+
+    func keys(warn: Bool) -> (keys: [(name: String, pem: String)], skipped: [String]) {
+        let loaded = loadedKeys ?? TrustedCatalogKeys.load(environment: environment)
+        loadedKeys = loaded
+        if warn && !warnedAboutKeys && !console.quiet {
+            for problem in loaded.skipped { console.err("warning: \(problem)") }
         }
-        warnedAboutKeys = true
-        return keys
+        if warn { warnedAboutKeys = true }
+        return loaded
     }
+    private var loadedKeys: (keys: [(name: String, pem: String)], skipped: [String])?
     private var warnedAboutKeys = false
 
     /// Where the catalog came from, for messages.
@@ -75,7 +82,6 @@ final class CommandContext {
     private func resolvedCatalog() throws(CLIError) -> (catalog: Catalog, source: String) {
         if let cachedCatalog { return cachedCatalog }
         // Says which key files are skipped (the engine reads the same folder).
-        if environment["EXTENTOS_CATALOG_KEYS"] != nil && invocation.command.name != "doctor" { _ = trustedKeys() }
         let resolved: (catalog: Catalog, source: String)
         do { resolved = try setup().resolvedCatalog() } catch let error as CLIError { throw error } catch { throw CLIError.from(error) }
         cachedCatalog = resolved

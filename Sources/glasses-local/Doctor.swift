@@ -100,7 +100,7 @@ enum Doctor {
 
         // The store's own catalog: one damaged (set aside) or missing means the built-in
         // catalog stands in until `catalog update` restores it.
-        let (trusted, skippedKeys) = TrustedCatalogKeys.load(environment: context.environment)
+        let (trusted, skippedKeys) = context.keys(warn: false)
         let stored = context.catalogIsNamed ? nil : layout.readStoredCatalogs(keys: trusted, setAside: false)
         let setAside = layout.setAsideCatalogs()
         var storeCatalog: [(key: String, value: JSONValue)] = [("setAside", .array(setAside.map { .string($0) }))]

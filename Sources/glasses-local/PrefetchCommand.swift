@@ -55,7 +55,7 @@ enum PrefetchCommand {
         if let url = context.environment["EXTENTOS_CATALOG_URL"], !url.isEmpty {
             if let problem = CatalogRules.urlProblem(url) { throw .usage("EXTENTOS_CATALOG_URL \(url): \(problem)", of: inv.command) }
             policy.catalogURL = url
-            policy.catalogKeys = TrustedCatalogKeys.all(environment: context.environment)
+            policy.catalogKeys = context.trustedKeys()
         }
         return policy
     }
