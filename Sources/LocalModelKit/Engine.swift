@@ -302,27 +302,13 @@ public final class LocalModelEngine: Sendable {
     /// more (a `--source files` download of a model whose first source is an archive counts).
     /// - Parameter held: `heldInStore()`, when the caller read it already (once for many models).
     func partialBytes(_ model: CatalogModel, held known: Set<String>? = nil) -> Int64 {
-        var present: Int64 = 0
-        for source in model.sources {
-            switch source {
-            case .archive(let archive):
-                present = max(present, min(FileIO.regularFileSize(layout.partialArchivePath(id: model.id)) ?? 0, archive.size))
-            case .files:
-                // Bytes in the partial data, and files another install holds with the same
-                // SHA-256 (linked, not downloaded: see `DownloadRun.adoptStoredCopies`).
-                let dir = layout.partialPath(id: model.id)
-                let inPartial = FileIO.isDirectory(dir)
-                let held = model.files.contains { $0.sha256 != nil } ? known ?? heldInStore() : []
-                guard inPartial || !held.isEmpty else { continue }
-                var checked = Set<String>()
-                present = max(present, model.files.reduce(0) { sum, file in
-                    let partial = inPartial ? min(FileIO.regularFileSize(file.path, in: dir, checked: &checked) ?? 0, file.size) : 0
-                    if partial < file.size, let sha = file.sha256, held.contains(FileRecord.heldKey(sha256: sha, size: file.size)) { return sum + file.size }
-                    return sum + partial
-                })
-            }
+        var held = known
+        return model.deliveries.reduce(0) { present, delivery in
+            max(present, delivery.bytesPresent(in: layout, held: {
+                if held == nil { held = heldInStore() }
+                return held ?? []
+            }))
         }
-        return present
     }
 
     /// `sha256:size` of every verified file of the installed models (an update's unchanged
@@ -350,10 +336,9 @@ public final class LocalModelEngine: Sendable {
     /// The same, with the bytes present as a running transfer knows them.
     func storageStillNeeded(_ model: CatalogModel, present: Int64) -> (required: Int64, present: Int64) {
         let remaining = max(0, model.downloadBytes - present)
-        // An archive is extracted next to itself: the whole tree needs room while it exists.
-        let unpackRoom: Int64
-        if case .archive? = model.sources.first { unpackRoom = model.installedBytes } else { unpackRoom = 0 }
-        return (remaining + unpackRoom + StorageMargin.bytes(forInstalledBytes: model.installedBytes), present)
+        // Room the preferred source needs while it builds the tree (an archive unpacks beside itself).
+        let buildRoom = model.preferredDelivery?.buildRoom ?? 0
+        return (remaining + buildRoom + StorageMargin.bytes(forInstalledBytes: model.installedBytes), present)
     }
 }
 

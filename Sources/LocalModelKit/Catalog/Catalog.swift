@@ -98,12 +98,7 @@ public struct CatalogModel: Sendable, Hashable {
     public var installedBytes: Int64 { files.reduce(0) { $0 + $1.size } }
 
     /// Bytes fetched over the network by the preferred (first) source.
-    public var downloadBytes: Int64 {
-        switch sources.first {
-        case .archive(let a)?: return a.size
-        default: return installedBytes
-        }
-    }
+    public var downloadBytes: Int64 { preferredDelivery?.downloadBytes ?? installedBytes }
 
     /// The same model with only its sources of `kind` (nil: all of them, in catalog order),
     /// so sizes, partial data and fit follow the source that will be used.
@@ -116,7 +111,7 @@ public struct CatalogModel: Sendable, Hashable {
 
     /// True when some file has no known hash and no archive hash covers it.
     public var hasSizeOnlyFiles: Bool {
-        if case .archive? = sources.first { return false }
+        if preferredDelivery?.vouchesForUnhashedFiles == true { return false }
         return files.contains { $0.sha256 == nil }
     }
 }

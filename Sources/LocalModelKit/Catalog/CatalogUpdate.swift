@@ -99,7 +99,7 @@ extension LocalModelEngine {
             let session = TransferSession(policy: options.policy, cancellation: cancellation,
                                           allowPlainHTTPRedirects: CatalogRules.isPlainHTTP(url),
                                           onEvent: { _ in }, onTick: { _ in })
-            let outcomes = try session.run(requests)
+            let outcomes = try session.run(requests).outcomes
             for (request, outcome) in zip(requests, outcomes) {
                 guard case .failed(let failure) = outcome else { continue }
                 if case .tooLong = failure { throw LocalModelError.catalogTooLarge(url: request.url, cap: request.size) }

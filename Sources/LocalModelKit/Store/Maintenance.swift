@@ -205,30 +205,25 @@ extension LocalModelEngine {
     private func refetch(_ model: CatalogModel, files paths: [String], into folder: String, records: Records,
                          options: DownloadOptions, cancellation: CancellationFlag,
                          onEvent: @escaping (DownloadEvent) -> Void) throws(LocalModelError) -> [String] {
-        guard let base = model.sources.compactMap({ source -> String? in
-            if case .files(let b) = source { return b }
-            return nil
+        let repairRoot = layout.partialPath(id: model.id) + ".repair"
+        let wantedPaths = Set(paths)
+        let wanted = model.files.filter { wantedPaths.contains($0.path) }
+        // The first source that can fetch single files makes the requests (mirror applied).
+        guard let requests = model.deliveries.lazy.compactMap({ [layout] in
+            $0.requests(for: wanted, into: repairRoot, boundary: layout.root, mirror: options.mirror)
         }).first else {
             throw .noSource(modelId: model.id, kind: .files)
         }
-        let url = MirrorRewrite.apply(options.mirror, to: base)
-        let repairRoot = layout.partialPath(id: model.id) + ".repair"
-        let wanted = Set(paths)
-        let requests = model.files.filter { wanted.contains($0.path) }.map { file in
-            FileRequest(name: file.path, url: url + ModelURL.percentEncode(file.path), partialPath: repairRoot + "/" + file.path,
-                        boundary: layout.root, size: file.size, sha256: file.sha256)
-        }
         do { try layout.remove(repairRoot) } catch { throw .wrap(error, modelId: model.id) }
         onEvent(.phase(.download))
-        let session = TransferSession(policy: options.policy, cancellation: cancellation,
-                                      allowPlainHTTPRedirects: CatalogRules.isPlainHTTP(url),
-                                      onEvent: { if case .completed(let f, _) = $0 { onEvent(.fileCompleted(file: f)) } },
-                                      onTick: { _ in })
-        let outcomes: [FileOutcome]
-        do { outcomes = try session.run(requests) } catch { throw .wrap(error, modelId: model.id) }
+        let session = TransferSession(options: options, cancellation: cancellation,
+                                      allowPlainHTTPRedirects: requests.contains { CatalogRules.isPlainHTTP($0.url) },
+                                      onEvent: { onEvent(DownloadEvent($0)) })
+        let result: TransferResult
+        do { result = try session.run(requests) } catch { throw .wrap(error, modelId: model.id) }
         var fixed: [String] = []
         var hashes: [String: String] = [:]
-        for (request, outcome) in zip(requests, outcomes) {
+        for (request, outcome) in zip(requests, result.outcomes) {
             switch outcome {
             case .completed(let sha, _, _):
                 let target = folder + "/" + request.name

@@ -75,10 +75,7 @@ extension LocalModelEngine {
                 reports.append(MirrorReport(modelId: model.id, linked: 0, copied: 0, folder: nil, skipped: "not installed"))
                 continue
             }
-            guard let base = model.sources.compactMap({ source -> String? in
-                if case .files(let url) = source { return url }
-                return nil
-            }).first, let path = Self.urlPath(of: base) else {
+            guard let path = model.deliveries.lazy.compactMap(\.mirrorFolder).first else {
                 reports.append(MirrorReport(modelId: model.id, linked: 0, copied: 0, folder: nil,
                                             skipped: "the catalog gives it no per-file source to mirror"))
                 continue

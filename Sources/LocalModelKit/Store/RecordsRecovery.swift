@@ -86,7 +86,7 @@ extension LocalModelEngine {
             let outcome: RecordsRecovery.Outcome
             if FileIO.exists(layout.partialPath(id: model.id)) {
                 outcome = .replacedByPartial
-            } else if case .archive? = model.sources.first {
+            } else if model.preferredDelivery?.vouchesForUnhashedFiles == true {
                 outcome = .fetchedAgain(bytes: max(0, model.downloadBytes - partialBytes(model)))
             } else {
                 outcome = .reverifiedFromDisk(files: model.files.count)

@@ -26,6 +26,18 @@ public enum DownloadEvent: Sendable, Equatable {
     case done(path: String, alreadyInstalled: Bool)
 }
 
+extension DownloadEvent {
+    /// A transfer's report, as a download tells it.
+    init(_ event: TransferEvent) {
+        switch event {
+        case let .restarted(file, reason): self = .restarted(file: file, reason: reason)
+        case let .retry(file, attempt, cause, delay): self = .retry(file: file, attempt: attempt, cause: cause, delay: delay)
+        case .stalled(let file): self = .stall(file: file)
+        case .completed(let file, _): self = .fileCompleted(file: file)
+        }
+    }
+}
+
 /// How a download behaves.
 public struct DownloadOptions: Sendable {
     public var policy = TransferPolicy()

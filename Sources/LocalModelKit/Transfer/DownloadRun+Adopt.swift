@@ -47,8 +47,7 @@ extension DownloadRun {
         }
         if !adopted.isEmpty {
             onEvent(.adopted(files: adopted, bytes: bytes))
-            try? records.append(.started, modelId: id,
-                                detail: "\(adopted.count) file(s), \(bytes) bytes, already in the store: linked, not downloaded (first: \(adopted[0]))")
+            try? recorder.note(.started, "\(adopted.count) file(s), \(bytes) bytes, already in the store: linked, not downloaded (first: \(adopted[0]))")
         }
     }
 }

@@ -3,12 +3,12 @@ import FoundationEssentials
 extension DownloadRun {
     // MARK: Install (P1)
 
-    /// Verified tree at `source` → `.staging/<id>` → final folder, then one transaction.
-    /// The one way anything becomes installed: a download's tree, and a bundle placed in the
-    /// install folder by hand (`adoptPlaced`, whose `source` is the final folder itself).
-    /// - Parameter origin: where the tree came from, for the record and the history (a
-    ///   source's `recordText`, or the placed bundle's folder).
-    func install(from source: String, hashes: [String: String], finalPath: String, origin: String) throws(LocalModelError) -> String {
+    /// Verified tree → `.staging/<id>` → final folder, then one transaction.
+    /// The one way anything becomes installed: a source's fetched tree, and a bundle placed
+    /// in the install folder by hand (`adoptPlaced`, whose tree is the final folder itself).
+    /// What the record says comes from `tree`: nothing is read back from the records.
+    func install(_ tree: FetchedTree, finalPath: String) throws(LocalModelError) -> String {
+        let source = tree.path
         onEvent(.phase(.install))
         let staging = layout.stagingPath(id: id)
         let old = layout.stagingRoot + "/" + id + ".replaced"
@@ -47,25 +47,7 @@ extension DownloadRun {
         } catch { throw io(error) }
         TestHooks.point("after-rename")
 
-        let partialFiles = (try? records.read { try $0.partialFiles(id) }) ?? []
-        let validators = Dictionary(partialFiles.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
-        do {
-            try records.write { ctx in
-                let existing = try ctx.read.install(id)
-                try ctx.upsert(InstallRecord(modelId: id, kind: model.kind, state: .installed, catalogVersion: engine.catalog.catalogVersion,
-                                             path: StoreLayout.relativeInstallPath(id: id, kind: model.kind), totalBytes: model.installedBytes, createdAt: existing?.createdAt ?? ctx.now,
-                                             updatedAt: ctx.now, installedAt: ctx.now, lastError: nil, source: origin))
-                try ctx.setFiles(id, model.files.map { f in
-                    FileRecord(path: f.path, size: f.size, sha256: f.sha256, etag: validators[f.path]?.etag,
-                               lastModified: validators[f.path]?.lastModified, bytesPresent: f.size, verifiedSha256: hashes[f.path])
-                })
-                try ctx.clearPartialFiles(id)
-                try ctx.release(id)
-                let extras = skippedExtras.isEmpty ? ""
-                    : "; skipped \(skippedExtras.count) archive entr\(skippedExtras.count == 1 ? "y" : "ies") the catalog does not list: \(skippedExtras.prefix(5).joined(separator: ", "))"
-                try ctx.append(.completed, modelId: id, detail: "installed \(model.installedBytes) bytes in \(finalPath) from \(origin)" + extras)
-            }
-        } catch { throw io(error) }
+        try recorder.installed(tree, at: finalPath, relativePath: StoreLayout.relativeInstallPath(id: id, kind: model.kind))
         TestHooks.point("after-commit")
         // Leftovers after the commit; a crash here is cleaned by the next open or gc.
         _ = try? layout.remove(old)

@@ -65,9 +65,7 @@ extension DownloadRun {
     /// matching bundle.
     func adoptPlaced(finalPath: String) throws(LocalModelError) -> Bool {
         guard model.kind.acceptsPlacedBundle, FileIO.isDirectory(finalPath) else { return false }
-        do {
-            if try records.install(id)?.state == .installed { return false }
-        } catch { throw io(error) }
+        if recorder.prior.install?.state == .installed { return false }
         // Every catalog file a regular file of its size, reached without a link (P11).
         // Anything less is not a bundle yet, and costs no more than these `lstat`s.
         var checked = Set<String>()
@@ -101,12 +99,11 @@ extension DownloadRun {
             }
             if let problem {
                 engine.notePlacedBundleRejected(id, fingerprint: fingerprint)
-                try? records.append(.verified, modelId: id,
-                                    detail: "the bundle placed in \(finalPath) was not adopted: \(file.path): \(problem). It stays where it is; a download replaces it.")
+                try? recorder.note(.verified, "the bundle placed in \(finalPath) was not adopted: \(file.path): \(problem). It stays where it is; a download replaces it.")
                 return false
             }
         }
-        _ = try install(from: finalPath, hashes: hashes, finalPath: finalPath, origin: "placed in \(finalPath)")
+        _ = try install(FetchedTree(path: finalPath, hashes: hashes, origin: "placed in \(finalPath)"), finalPath: finalPath)
         return true
     }
 }

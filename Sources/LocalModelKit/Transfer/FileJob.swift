@@ -10,6 +10,8 @@ final class FileJob: CurlEasyDelegate {
     var onDisk: Int64 = 0
     var notBefore: Double = 0
     var easy: CurlEasy?
+    /// Reads the partial file as it grows (an archive unpacked while it downloads).
+    var reader: (any PartialFileReader)?
 
     /// The partial file, open from `prepare` until the outcome.
     var file: FileDescriptor?
@@ -111,6 +113,7 @@ final class FileJob: CurlEasyDelegate {
             }
             self.hasher = hasher
             onDisk = size
+            if size > 0 { reader?.written(upTo: size) }
         } catch is CancellationError {
             finish(.failed(.cancelled))
             return
@@ -153,6 +156,7 @@ final class FileJob: CurlEasyDelegate {
                 return
             }
         }
+        if onDisk > 0 { reader?.restarted(reason: reason) }
         file?.truncate(to: 0)
         hasher = try? SHA256Hasher()
         onDisk = 0
@@ -205,6 +209,7 @@ final class FileJob: CurlEasyDelegate {
         accepting = false
         if request.sizeIsLimit && onDisk > 0 {
             // An earlier attempt ended short: without a declared length it starts over.
+            reader?.restarted(reason: "an attempt ended short")
             file.truncate(to: 0)
             hasher = try? SHA256Hasher()
             onDisk = 0
@@ -344,6 +349,7 @@ final class FileJob: CurlEasyDelegate {
         }
         if let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<count])) }
         onDisk += Int64(count)
+        reader?.written(upTo: onDisk)
         if onDisk - writebackFrom >= FileJob.writebackChunk {
             file.startWriteback(from: writebackFrom, count: onDisk - writebackFrom)
             writebackFrom = onDisk

@@ -34,6 +34,13 @@ final class TransferSession {
         self.onTick = onTick
     }
 
+    /// A session for a model's download or repair: the options' policy and progress interval.
+    convenience init(options: DownloadOptions, cancellation: CancellationFlag, allowPlainHTTPRedirects: Bool,
+                     onEvent: @escaping (TransferEvent) -> Void, onTick: @escaping (TransferTick) -> Void = { _ in }) {
+        self.init(policy: options.policy, cancellation: cancellation, allowPlainHTTPRedirects: allowPlainHTTPRedirects,
+                  tickInterval: options.progressInterval, onEvent: onEvent, onTick: onTick)
+    }
+
     /// A job's response carried validators. Those of a file worth resuming go upward at
     /// once, before its first body byte is written; small files' wait for the next tick
     /// (if a crash loses them, the file simply restarts).
@@ -50,7 +57,9 @@ final class TransferSession {
     }
 
     /// Runs every request to an outcome (in request order).
-    func run(_ requests: [FileRequest]) throws(TransferFault) -> [FileOutcome] {
+    /// - Parameter readers: who reads a request's partial file while it is written, by the
+    ///   request's index.
+    func run(_ requests: [FileRequest], readers: [Int: any PartialFileReader] = [:]) throws(TransferFault) -> TransferResult {
         // libcurl opens the CA file with a blocking read: a FIFO or a device named there
         // would hang every transfer. Checked here, without waiting, before any use.
         if let caFile = policy.caFile {
@@ -65,6 +74,7 @@ final class TransferSession {
         }
 
         jobs = requests.enumerated().map { FileJob(index: $0.offset, request: $0.element, session: self) }
+        for job in jobs { job.reader = readers[job.index] }
         totalBytes = requests.reduce(Int64(0)) { $0 + $1.size }
         pendingValidators = []
         var queue = jobs.sorted { $0.request.size > $1.request.size }   // largest first: shortest total time
@@ -141,7 +151,8 @@ final class TransferSession {
             multi.poll(timeoutMs: Int32(clamping: ExternalNumber.int64(clamping: wait * 1000) ?? 1))
         }
         tick(.final)
-        return jobs.map { $0.outcome ?? .failed(.cancelled) }
+        return TransferResult(outcomes: jobs.map { $0.outcome ?? .failed(.cancelled) },
+                              bytesOnDisk: jobs.reduce(Int64(0)) { $0 + $1.onDisk })
     }
 }
 

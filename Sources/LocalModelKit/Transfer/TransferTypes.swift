@@ -65,7 +65,28 @@ public enum FileFailure: Sendable, Equatable {
     case cancelled
 }
 
-/// What a transfer reports while it runs.
+/// A transfer's answer, the one value that carries what it learned upward: each file's
+/// outcome (with its hash and validators) and the bytes left on disk.
+public struct TransferResult: Sendable, Equatable {
+    /// One per request, in request order.
+    public var outcomes: [FileOutcome]
+    /// Bytes of the requested files on disk at the end: what a resume will not fetch again
+    /// (a file whose bytes were discarded counts zero).
+    public var bytesOnDisk: Int64
+}
+
+/// Reads a partial file while the transfer writes it (an archive unpacked as it arrives).
+/// The transfer drives it directly, from the thread that writes the file: it learns of
+/// each write as it lands, and of a restart before any new byte replaces what it read.
+protocol PartialFileReader: AnyObject {
+    /// The first `bytes` of the file are on disk.
+    func written(upTo bytes: Int64)
+    /// The file starts again from zero: what was read is no longer the download's.
+    func restarted(reason: String)
+}
+
+/// What a transfer reports while it runs, for people (events and messages): nothing
+/// below the transfer acts on these.
 public enum TransferEvent: Sendable, Equatable {
     /// The partial could not serve as a resume base and starts again from zero.
     case restarted(file: String, reason: String)

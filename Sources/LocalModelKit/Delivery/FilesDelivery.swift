@@ -1,0 +1,64 @@
+/// A model fetched file by file from `baseURL` + each file's percent-encoded path: every
+/// file resumes on its own, files an installed model already holds are linked instead of
+/// downloaded, and each file can be fetched again alone (a repair).
+struct FilesDelivery: SourceDelivery {
+    let source: ModelSource
+    let model: CatalogModel
+    /// Ends with `/`.
+    let baseURL: String
+
+    var downloadBytes: Int64 { model.installedBytes }
+    var buildRoom: Int64 { 0 }
+    var vouchesForUnhashedFiles: Bool { false }
+    /// The base URL's path: a mirror serving `DIR` at its root serves these URLs.
+    var mirrorFolder: String? { LocalModelEngine.urlPath(of: baseURL) }
+
+    /// Bytes in the partial folder, and files another install holds with the same SHA-256
+    /// (linked, not downloaded: see `DownloadRun.adoptStoredCopies`).
+    func bytesPresent(in layout: StoreLayout, held: () -> Set<String>) -> Int64 {
+        let dir = layout.partialPath(id: model.id)
+        let inPartial = FileIO.isDirectory(dir)
+        let held = model.files.contains { $0.sha256 != nil } ? held() : []
+        guard inPartial || !held.isEmpty else { return 0 }
+        var checked = Set<String>()
+        return model.files.reduce(0) { sum, file in
+            let partial = inPartial ? min(FileIO.regularFileSize(file.path, in: dir, checked: &checked) ?? 0, file.size) : 0
+            if partial < file.size, let sha = file.sha256, held.contains(FileRecord.heldKey(sha256: sha, size: file.size)) { return sum + file.size }
+            return sum + partial
+        }
+    }
+
+    func requests(for files: [CatalogFile], into root: String, boundary: String, mirror: String?) -> [FileRequest]? {
+        let base = MirrorRewrite.apply(mirror, to: baseURL)
+        return files.map { request(for: $0, base: base, root: root, boundary: boundary, saved: nil) }
+    }
+
+    private func request(for file: CatalogFile, base: String, root: String, boundary: String, saved: FileRecord?) -> FileRequest {
+        FileRequest(name: file.path, url: base + ModelURL.percentEncode(file.path), partialPath: root + "/" + file.path,
+                    boundary: boundary, size: file.size, sha256: file.sha256, etag: saved?.etag, lastModified: saved?.lastModified)
+    }
+
+    /// Links what the store already holds, fetches the rest into the partial folder; the
+    /// tree is the partial folder, every file's hash computed on the way.
+    func fetch(in run: DownloadRun) throws(LocalModelError) -> FetchedTree {
+        run.onEvent(.phase(.download))
+        let saved = run.recorder.prior.validators
+        let root = run.layout.partialPath(id: model.id)
+        run.adoptStoredCopies()
+        let base = run.rewrite(baseURL)
+        let requests = model.files.map { request(for: $0, base: base, root: root, boundary: run.layout.root, saved: saved[$0.path]) }
+        let result = try run.transfer(requests, plainHTTP: CatalogRules.isPlainHTTP(base))
+        var tree = FetchedTree(path: root, hashes: [:], origin: source.recordText)
+        for (request, outcome) in zip(requests, result.outcomes) {
+            switch outcome {
+            case let .completed(sha, etag, lastModified):
+                tree.hashes[request.name] = sha
+                tree.validators[request.name] = FileValidators(name: request.name, size: request.size, etag: etag, lastModified: lastModified)
+            case .failed(let failure):
+                throw run.failure(failure, request: request, result: result, downloadBytes: downloadBytes)
+            }
+        }
+        run.onEvent(.phase(.verify))
+        return tree
+    }
+}
