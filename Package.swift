@@ -19,6 +19,9 @@ let package = Package(
         // without loading them and their dependencies.
         .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CArchive", providers: [.apt(["libarchive-dev"])]),
+        // sd-bus (libsystemd), opened the same way: only `prefetch --require-unmetered` asks
+        // NetworkManager over the system bus whether the connection is metered.
+        .systemLibrary(name: "CSDBus", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "CLibraryLoader", linkerSettings: [.linkedLibrary("dl")]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // Linux calls Glibc's module leaves out (syncfs, sync_file_range), compiled in C.
@@ -27,7 +30,7 @@ let package = Package(
         // The engine: instance-based, no global state.
         .target(
             name: "LocalModelKit",
-            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto", "CSystem", "CLibraryLoader"]
+            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto", "CSDBus", "CSystem", "CLibraryLoader"]
         ),
         // The SDK seam: Extentos.create(config:) and the local-tier registry.
         .target(name: "GlassesCore"),

@@ -1,7 +1,8 @@
-// Opens libcurl and libarchive on first use and forwards each call. No logic: a function
+// Opens libcurl, libarchive and libsystemd (sd-bus) on first use and forwards each call. No logic: a function
 // whose library cannot be loaded answers as the library would on failure (NULL, an error
 // code), and glasses_*_load_error() says why.
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <archive_entry.h>
 #include "../CCurl/shim.h"
 #include "../CArchive/shim.h"
+#include "../CSDBus/shim.h"
 
 struct library {
     const char *names[3];
@@ -25,15 +27,17 @@ static void open_library(struct library *lib) {
         if (lib->handle) return;
     }
     const char *why = dlerror();
-    snprintf(lib->error, sizeof lib->error, "%s could not be loaded (%s); install it (Debian: libcurl4 / libarchive13)",
+    snprintf(lib->error, sizeof lib->error, "%s could not be loaded (%s); install it (Debian: libcurl4 / libarchive13 / libsystemd0)",
              lib->names[0], why ? why : "unknown error");
 }
 
 static struct library curl_lib = { { "libcurl.so.4", "libcurl.so", NULL }, PTHREAD_ONCE_INIT, NULL, { 0 } };
 static struct library archive_lib = { { "libarchive.so.13", "libarchive.so", NULL }, PTHREAD_ONCE_INIT, NULL, { 0 } };
+static struct library systemd_lib = { { "libsystemd.so.0", NULL, NULL }, PTHREAD_ONCE_INIT, NULL, { 0 } };
 
 static void open_curl(void) { open_library(&curl_lib); }
 static void open_archive(void) { open_library(&archive_lib); }
+static void open_systemd(void) { open_library(&systemd_lib); }
 
 static void *curl_symbol(const char *name) {
     pthread_once(&curl_lib.once, open_curl);
@@ -45,8 +49,14 @@ static void *archive_symbol(const char *name) {
     return archive_lib.handle ? dlsym(archive_lib.handle, name) : NULL;
 }
 
+static void *systemd_symbol(const char *name) {
+    pthread_once(&systemd_lib.once, open_systemd);
+    return systemd_lib.handle ? dlsym(systemd_lib.handle, name) : NULL;
+}
+
 const char *glasses_curl_load_error(void) { return curl_lib.handle || !curl_lib.error[0] ? NULL : curl_lib.error; }
 const char *glasses_archive_load_error(void) { return archive_lib.handle || !archive_lib.error[0] ? NULL : archive_lib.error; }
+const char *glasses_sd_bus_load_error(void) { return systemd_lib.handle || !systemd_lib.error[0] ? NULL : systemd_lib.error; }
 
 // One resolved pointer per function, looked up once (a benign race: every thread stores
 // the same value).
@@ -153,3 +163,19 @@ FORWARD(archive, const char *, archive_entry_pathname_utf8, NULL, (struct archiv
 FORWARD(archive, la_int64_t, archive_entry_size, 0, (struct archive_entry *e), (e))
 FORWARD(archive, int, archive_entry_size_is_set, 0, (struct archive_entry *e), (e))
 FORWARD(archive, const char *, archive_entry_symlink, NULL, (struct archive_entry *e), (e))
+
+// sd-bus: failures answer as sd-bus does, a negative errno (-ENOSYS: not loaded).
+FORWARD(systemd, int, sd_bus_open_system, -ENOSYS, (sd_bus **bus), (bus))
+FORWARD(systemd, sd_bus *, sd_bus_flush_close_unref, NULL, (sd_bus *bus), (bus))
+FORWARD(systemd, int, sd_bus_message_new_method_call, -ENOSYS,
+        (sd_bus *bus, sd_bus_message **m, const char *destination, const char *path, const char *interface, const char *member),
+        (bus, m, destination, path, interface, member))
+FORWARD(systemd, int, sd_bus_message_set_auto_start, -ENOSYS, (sd_bus_message *m, int b), (m, b))
+FORWARD(systemd, int, sd_bus_message_append_basic, -ENOSYS, (sd_bus_message *m, char type, const void *p), (m, type, p))
+FORWARD(systemd, int, sd_bus_call, -ENOSYS,
+        (sd_bus *bus, sd_bus_message *m, uint64_t usec, sd_bus_error *ret_error, sd_bus_message **reply),
+        (bus, m, usec, ret_error, reply))
+FORWARD(systemd, int, sd_bus_message_enter_container, -ENOSYS, (sd_bus_message *m, char type, const char *contents), (m, type, contents))
+FORWARD(systemd, int, sd_bus_message_read_basic, -ENOSYS, (sd_bus_message *m, char type, void *p), (m, type, p))
+FORWARD(systemd, sd_bus_message *, sd_bus_message_unref, NULL, (sd_bus_message *m), (m))
+FORWARD_VOID(systemd, sd_bus_error_free, (sd_bus_error *e), (e))
