@@ -1,1 +1,1 @@
-mSuqT3mECzsCjMIJtxeChUm/iGK6WE57IEherbwwST8cOz1b6ihazFGdPpBf2sSp3APiUmyvFhuPWuOwv3XHBA==
+e3ZEqXdZtISlWiFwTVK/cufEwAnRWB34flsctBMRogtw6588Ny6R/dIgNfYJLLfkz8dP31GVbLHfJnhjgggaCw==

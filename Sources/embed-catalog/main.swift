@@ -82,7 +82,14 @@ for model in catalog.models {
     out += "                ],\n"
     out += "                sources: [\n"
     for s in model.sources { out += "                    \(source(s)),\n" }
-    out += "                ]),\n"
+    if model.sourceAuth.isEmpty {
+        out += "                ]),\n"
+    } else {
+        out += "                ],\n"
+        out += "                sourceAuth: [\n"
+        for s in model.sources { if let auth = model.sourceAuth[s] { out += "                    \(source(s)): .\(auth.rawValue),\n" } }
+        out += "                ]),\n"
+    }
 }
 out += """
             ])

@@ -23,6 +23,9 @@ public enum BundledCatalog {
                 ],
                 sources: [
                     .files(baseURL: #"https://huggingface.co/mlx-community/Qwen3-0.6B-4bit/resolve/73e3e38d981303bc594367cd910ea6eb48349da8/"#),
+                ],
+                sourceAuth: [
+                    .files(baseURL: #"https://huggingface.co/mlx-community/Qwen3-0.6B-4bit/resolve/73e3e38d981303bc594367cd910ea6eb48349da8/"#): .huggingface,
                 ]),
             CatalogModel(
                 id: #"local-qwen25-1.5b"#, kind: .llm, displayName: #"Qwen 2.5 Local"#,
@@ -40,6 +43,9 @@ public enum BundledCatalog {
                 ],
                 sources: [
                     .files(baseURL: #"https://huggingface.co/mlx-community/Qwen2.5-1.5B-Instruct-4bit/resolve/8b403126fc14f14cfc99bb4cfa72ecbc129ea677/"#),
+                ],
+                sourceAuth: [
+                    .files(baseURL: #"https://huggingface.co/mlx-community/Qwen2.5-1.5B-Instruct-4bit/resolve/8b403126fc14f14cfc99bb4cfa72ecbc129ea677/"#): .huggingface,
                 ]),
             CatalogModel(
                 id: #"local-qwen3-1.7b"#, kind: .llm, displayName: #"Qwen 3 Local"#,
@@ -57,6 +63,9 @@ public enum BundledCatalog {
                 ],
                 sources: [
                     .files(baseURL: #"https://huggingface.co/mlx-community/Qwen3-1.7B-4bit/resolve/3b1b1768f8f8cf8351c712464f906e86c2b8269e/"#),
+                ],
+                sourceAuth: [
+                    .files(baseURL: #"https://huggingface.co/mlx-community/Qwen3-1.7B-4bit/resolve/3b1b1768f8f8cf8351c712464f906e86c2b8269e/"#): .huggingface,
                 ]),
             CatalogModel(
                 id: #"local-qwen3-4b"#, kind: .llm, displayName: #"Qwen 3 4B Local"#,
@@ -74,6 +83,9 @@ public enum BundledCatalog {
                 ],
                 sources: [
                     .files(baseURL: #"https://huggingface.co/mlx-community/Qwen3-4B-4bit/resolve/4dcb3d101c2a062e5c1d4bb173588c54ea6c4d25/"#),
+                ],
+                sourceAuth: [
+                    .files(baseURL: #"https://huggingface.co/mlx-community/Qwen3-4B-4bit/resolve/4dcb3d101c2a062e5c1d4bb173588c54ea6c4d25/"#): .huggingface,
                 ]),
             CatalogModel(
                 id: #"local-qwen3-8b"#, kind: .llm, displayName: #"Qwen 3 8B Local"#,
@@ -91,6 +103,9 @@ public enum BundledCatalog {
                 ],
                 sources: [
                     .files(baseURL: #"https://huggingface.co/mlx-community/Qwen3-8B-4bit/resolve/545dc4251c05440727734bcd94334791f6ab0192/"#),
+                ],
+                sourceAuth: [
+                    .files(baseURL: #"https://huggingface.co/mlx-community/Qwen3-8B-4bit/resolve/545dc4251c05440727734bcd94334791f6ab0192/"#): .huggingface,
                 ]),
             CatalogModel(
                 id: #"kokoro-en-v0_19"#, kind: .voice, displayName: #"Kokoro English (11 voices)"#,
@@ -458,6 +473,9 @@ public enum BundledCatalog {
                 sources: [
                     .archive(ArchiveSource(url: #"https://github.com/k2-fsa/sherpa-onnx/releases/download/tts-models/kokoro-en-v0_19.tar.bz2"#, format: .tarBz2, size: 319625534, sha256: #"912804855a04745fa77a30be545b3f9a5d15c4d66db00b88cbcd4921df605ac7"#, stripComponents: 1)),
                     .files(baseURL: #"https://huggingface.co/csukuangfj/kokoro-en-v0_19/resolve/main/"#),
+                ],
+                sourceAuth: [
+                    .files(baseURL: #"https://huggingface.co/csukuangfj/kokoro-en-v0_19/resolve/main/"#): .huggingface,
                 ]),
         ])
 }

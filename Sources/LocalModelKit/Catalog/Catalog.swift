@@ -93,6 +93,9 @@ public struct CatalogModel: Sendable, Hashable {
     public var revision: String?
     public var files: [CatalogFile]
     public var sources: [ModelSource]
+    /// The credential each source asks for (`"auth"` on a source); a source not listed
+    /// needs none (netrc still applies to every request).
+    public var sourceAuth: [ModelSource: SourceAuth] = [:]
 
     /// Bytes of the installed tree.
     public var installedBytes: Int64 { files.reduce(0) { $0 + $1.size } }

@@ -97,14 +97,29 @@ extension CatalogValidator {
         if revision?.isEmpty == true { report("\(path()).revision", "must not be empty (leave the key out when there is no revision)") }
         let files = self.files(m["files"], at: "\(path()).files")
         var sources: [ModelSource] = []
+        var sourceAuth: [ModelSource: SourceAuth] = [:]
         if let items = array(m["sources"], at: "\(path()).sources", nonEmpty: true, maxCount: 16) {
             for (n, item) in items.enumerated() {
-                if let source = source(item, at: "\(path()).sources[\(n)]", files: files) { sources.append(source) }
+                let auth = self.auth(item["auth"], at: "\(path()).sources[\(n)].auth")
+                if let source = source(item, at: "\(path()).sources[\(n)]", files: files) {
+                    sources.append(source)
+                    if let auth { sourceAuth[source] = auth }
+                }
             }
         }
         guard issues.count == before, let id, let kind, let displayName, let requiredMb, let autoEligible, let files else { return nil }
         return CatalogModel(id: id, kind: kind, displayName: displayName, requiredMb: Int(requiredMb),
-                            autoEligible: autoEligible, revision: revision, files: files, sources: sources)
+                            autoEligible: autoEligible, revision: revision, files: files, sources: sources, sourceAuth: sourceAuth)
+    }
+
+    /// A source's optional `"auth"`: the credential it asks for (`SourceAuth`).
+    mutating func auth(_ value: JSONValue?, at path: @autoclosure () -> String) -> SourceAuth? {
+        guard let value, let name = string(value, at: path(), maxLength: 32) else { return nil }
+        guard let auth = SourceAuth(rawValue: name) else {
+            report(path(), "unknown credential \"\(name)\" (known: \(SourceAuth.allCases.map(\.rawValue).joined(separator: ", ")))")
+            return nil
+        }
+        return auth
     }
 
     mutating func files(_ value: JSONValue?, at path: @autoclosure () -> String) -> [CatalogFile]? {
@@ -174,11 +189,11 @@ extension CatalogValidator {
         }
         switch type {
         case "files":
-            guard let s = object(value, at: path(), required: ["type", "baseURL"]) else { return nil }
+            guard let s = object(value, at: path(), required: ["type", "baseURL"], optional: ["auth"]) else { return nil }
             guard let base = url(s["baseURL"], at: "\(path()).baseURL", directory: true) else { return nil }
             return .files(baseURL: base)
         case "archive":
-            guard let s = object(value, at: path(), required: ["type", "url", "format", "size", "sha256"], optional: ["stripComponents"]) else { return nil }
+            guard let s = object(value, at: path(), required: ["type", "url", "format", "size", "sha256"], optional: ["stripComponents", "auth"]) else { return nil }
             let before = issues.count
             let url = self.url(s["url"], at: "\(path()).url", directory: false)
             var format: ArchiveFormat?

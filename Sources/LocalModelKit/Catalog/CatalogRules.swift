@@ -86,7 +86,7 @@ public enum CatalogRules {
         } else if hasSchemePrefix("http://") {
             start = 7; secure = false
         } else {
-            return "\"\(url.prefix(80))\" is not an https URL"
+            return "\"\(URLOrigin.redacted(url).prefix(80))\" is not an https URL"
         }
         // In UTF-8 a scalar <= 0x20 or 0x7F is exactly such a byte.
         if b.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
@@ -95,7 +95,9 @@ public enum CatalogRules {
         var end = start
         while end < b.count, b[end] != UInt8(ascii: "/"), b[end] != UInt8(ascii: "?"), b[end] != UInt8(ascii: "#") { end += 1 }
         let authority = b[start..<end]
-        if authority.contains(UInt8(ascii: "@")) { return "must not carry credentials (user@host)" }
+        if authority.contains(UInt8(ascii: "@")) {
+            return "must not carry credentials (user@host): a URL is shown and recorded; give a mirror's login in ~/.netrc (or $NETRC)"
+        }
         guard let host = hostOf(authority), !host.isEmpty else { return "\"\(url.prefix(80))\" has no host" }
         if !secure && !isLoopback(host) {
             return "\"\(url.prefix(80))\" is plain http; only https is allowed (http only to 127.0.0.1/localhost)"

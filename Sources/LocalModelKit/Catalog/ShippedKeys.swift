@@ -9,5 +9,11 @@ extension TrustedCatalogKeys {
             -----END PUBLIC KEY-----
 
             """),
+        ("net-access-interim", """
+            -----BEGIN PUBLIC KEY-----
+            MCowBQYDK2VwAyEA25DC2CoWArFslzYyHIQ6xcLyw29KTXe7Om3YF0cq13M=
+            -----END PUBLIC KEY-----
+
+            """),
     ]
 }
