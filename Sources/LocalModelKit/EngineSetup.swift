@@ -20,6 +20,9 @@ public struct EngineSetup: Sendable {
     /// The trusted catalog keys when the caller read them already (the command, which also
     /// warns about skipped key files); nil to read them from the environment here.
     public var catalogKeys: [(name: String, pem: String)]?
+    /// Why the network is off when a caller switched it off (`--offline`); nil leaves it to
+    /// the environment (`EXTENTOS_OFFLINE`, `HF_HUB_OFFLINE`).
+    public var offlineBy: String?
 
     /// `catalogKeys`, else the shipped keys and those of `EXTENTOS_CATALOG_KEYS`.
     public var trustedKeys: [(name: String, pem: String)] { catalogKeys ?? TrustedCatalogKeys.all(environment: environment) }
@@ -113,9 +116,12 @@ public struct EngineSetup: Sendable {
                                 catalogChosenByStore: chosenByStore)
     }
 
-    /// Transfer defaults for this environment (`$EXTENTOS_CA_FILE` and curl's conventions).
+    /// Transfer defaults for this environment (`$EXTENTOS_CA_FILE` and curl's conventions,
+    /// the credentials' places, offline).
     public func transferPolicy() -> TransferPolicy {
-        TransferPolicy(environment: environment)
+        var policy = TransferPolicy(environment: environment)
+        if let offlineBy { policy.offlineBy = offlineBy }
+        return policy
     }
 }
 

@@ -1,6 +1,7 @@
 /// The exit statuses of `glasses-local`, the one table of them: 0 ok, 1 failure, 2 usage,
 /// 3 storage, 4 integrity, 5 unknown model, 6 invalid catalog, 7 busy, 75 temporary (the
-/// BSD `EX_TEMPFAIL` a scheduler retries on), 130 interrupted (128 + SIGINT).
+/// BSD `EX_TEMPFAIL` a scheduler retries on), 77 credentials needed or refused (the BSD
+/// `EX_NOPERM`), 130 interrupted (128 + SIGINT).
 public enum ExitStatus: Int32, Sendable, CaseIterable {
     case ok = 0
     case failure = 1
@@ -11,6 +12,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case invalidCatalog = 6
     case busy = 7
     case temporary = 75
+    case authRequired = 77
     case interrupted = 130
 
     /// What the status means, for help texts.
@@ -25,6 +27,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .invalidCatalog: return "invalid catalog"
         case .busy: return "busy"
         case .temporary: return "temporary (retry later)"
+        case .authRequired: return "credentials needed or refused"
         case .interrupted: return "interrupted"
         }
     }
@@ -49,6 +52,12 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case insufficientStorage, diskFull
     case integrityMismatch, sizeMismatch, unsafeArchive, incompleteInstall
     case temporary, httpStatus, refused, noSource, interrupted, notInstalled
+    /// A source answered 401 or 403 to a request that carried no credential, or refused the
+    /// one it carried (the message names the variable or file to set).
+    case authRequired
+    /// The network is switched off (`--offline`, `EXTENTOS_OFFLINE`, `HF_HUB_OFFLINE`) and
+    /// the command needed it.
+    case offline
     /// The records database is damaged, read-only for this user, newer, or otherwise unusable.
     case recordsDamaged, readOnly, records
     case io
@@ -69,7 +78,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
         case .busy: return .busy
         case .temporary: return .temporary
         case .interrupted: return .interrupted
-        case .noStore, .incompleteInstall, .httpStatus, .refused, .noSource, .notInstalled, .recordsDamaged, .readOnly, .records, .io,
+        case .authRequired: return .authRequired
+        case .noStore, .offline, .incompleteInstall, .httpStatus, .refused, .noSource, .notInstalled, .recordsDamaged, .readOnly, .records, .io,
              .notRegularFile, .empty, .badPath, .emptyFile:
             return .failure
         }
@@ -123,6 +133,9 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     case temporary(modelId: String, file: String, url: String, cause: String)
     /// Redirect to http, TLS verification failure, redirect loop, unsupported URL.
     case refused(modelId: String, url: String, reason: String)
+    /// `url` answered `status` (401 or 403): it wants a credential, or refused the one sent
+    /// (`sent`). Never retried; the message names what to set.
+    case authRequired(modelId: String, file: String, url: String, status: Int, sent: CredentialSent)
     /// Cancelled (Task cancellation, SIGINT); partial data is kept for a later resume.
     case cancelled(modelId: String, keptBytes: Int64)
     /// The catalog has no source this build can use for the model (of the kind asked for).
@@ -158,6 +171,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         case .incompleteInstall: return .incompleteInstall
         case .temporary: return .temporary
         case .refused: return .refused
+        case .authRequired: return .authRequired
         case .cancelled: return .interrupted
         case .noSource: return .noSource
         case .notInstalled: return .notInstalled
@@ -170,6 +184,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             case .unavailable, .newerSchema, .walUnavailable, .symbolicLink, .sqlite, .aborted: return .records
             }
         case .system(let error, _): return error.isOutOfSpace ? .diskFull : .io
+        case .transfer(.offline, _): return .offline
         case .transfer: return .io
         case .mirrorRefused: return .refused
         }
@@ -188,7 +203,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         case .busy(let id), .noSource(let id, _), .notInstalled(let id): return id
         case let .insufficientStorage(id, _, _), let .diskFull(id, _, _, _), let .httpStatus(id, _, _, _, _),
              let .integrityMismatch(id, _, _, _), let .sizeMismatch(id, _, _, _, _), let .unsafeArchive(id, _, _),
-             let .incompleteInstall(id, _, _), let .temporary(id, _, _, _), let .refused(id, _, _), let .cancelled(id, _):
+             let .incompleteInstall(id, _, _), let .temporary(id, _, _, _), let .refused(id, _, _), let .cancelled(id, _),
+             let .authRequired(id, _, _, _, _):
             return id
         case .system(_, let id): return id
         case .transfer(_, let id): return id
@@ -270,6 +286,9 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             return "\(file) of \(id) could not be fetched from \(url): \(cause). This is probably temporary; run the download again later (partial data is kept)."
         case let .refused(id, url, reason):
             return "\(id): \(url) was refused: \(reason)."
+        case let .authRequired(id, file, url, status, sent):
+            let host = CatalogRules.host(of: url) ?? url
+            return "\(file) of \(id): \(host) answered HTTP \(status) for \(url): \(sent.advice(host: host)) Not retried."
         case let .cancelled(id, kept):
             return "download of \(id) interrupted; \(kept) bytes are kept and the next download resumes from them."
         case .noSource(let id, let kind?):
@@ -287,7 +306,10 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             return (id.map { "\($0): " } ?? "") + error.message
         case let .transfer(fault, id):
             let prefix = id.isEmpty ? "" : "\(id): "
-            if case .caFile = fault { return prefix + fault.description + "." }
+            switch fault {
+            case .caFile, .netrcFile, .offline: return prefix + fault.description + "."
+            case .setup: break
+            }
             return prefix + "\(fault.description). Check that libcurl is installed and working ('glasses-local doctor')."
         case .mirrorRefused(let refusal):
             return refusal.description

@@ -69,6 +69,7 @@ let globalOptions: [OptionSpec] = [
     OptionSpec(name: "--quiet", valueName: nil, help: "Print only errors."),
     OptionSpec(name: "--no-progress", valueName: nil, help: "Never draw a progress bar."),
     OptionSpec(name: "--stall-timeout", valueName: "S", help: "Seconds under 1 KiB/s before a transfer is retried (default 30)."),
+    OptionSpec(name: "--offline", valueName: nil, help: "Open no network connection at all (as EXTENTOS_OFFLINE=1 or HF_HUB_OFFLINE=1): commands that need one fail with code offline; prefetch ends with exit 0."),
 ]
 
 /// The parsed command line.

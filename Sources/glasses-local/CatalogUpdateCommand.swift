@@ -19,7 +19,7 @@ enum CatalogUpdateCommand {
             throw .usage("no catalog URL: pass --from URL or set EXTENTOS_CATALOG_URL", of: inv.command)
         }
         if let problem = CatalogRules.urlProblem(url) {
-            throw .usage("--from \(url): \(problem)", of: inv.command)
+            throw .usage("--from \(URLOrigin.redacted(url)): \(problem)", of: inv.command)
         }
         let options = try TransferCommands.options(context)
         let interrupt = InterruptHandler()

@@ -33,10 +33,11 @@ final class CommandContext {
         }
         var setup = EngineSetup(environment: environment, storeDirectory: invocation.value("--store"),
                                 catalogFile: invocation.value("--catalog"), memoryShare: share, probe: memoryProbe)
+        if invocation.flag("--offline") { setup.offlineBy = "--offline" }
         // Read once for the command; doctor lists skipped key files as a check instead.
         setup.catalogKeys = keys(warn: invocation.command.name != "doctor").keys
         if let url = setup.catalogPath, EngineSetup.isURL(url), let problem = CatalogRules.urlProblem(url) {
-            throw .usage("--catalog \(url): \(problem)", of: invocation.command)
+            throw .usage("--catalog \(URLOrigin.redacted(url)): \(problem)", of: invocation.command)
         }
         return setup
     }

@@ -133,6 +133,18 @@ enum Doctor {
             advice["proxy"] = ["HTTP_PROXY is set but libcurl ignores the uppercase name for http; set http_proxy (lowercase) if plain-http mirrors need it."]
         }
 
+        // Credentials: where each one was found, never its value; files others can read fail.
+        let credentials = CredentialReport(environment: context.environment)
+        json.append(("credentials", ["huggingFaceToken": JSONValue(credentials.huggingFaceToken), "netrc": JSONValue(credentials.netrcFile),
+                                     "sources": .array(credentials.sources.map { .string($0) }),
+                                     "exposedFiles": .array(credentials.exposedFiles.map { .string($0) })]))
+        checks.append(("credentials", credentials.exposedFiles.isEmpty, credentials.sources.joined(separator: "; ")))
+        if !credentials.exposedFiles.isEmpty { advice["credentials"] = credentials.exposedFiles }
+        // The network: off by a switch, or on.
+        let offline = (try? context.setup().transferPolicy().offlineBy) ?? nil
+        json.append(("offline", JSONValue(offline)))
+        checks.append(("network", true, offline.map { "offline (\($0)): no connection is made; download, catalog update and prefetch fetch nothing" } ?? "online"))
+
         json.append(("repairs", .array(context.repairs.map { .string($0.description) })))
         let ok = checks.allSatisfy(\.ok)
         json.append(("ok", .bool(ok)))

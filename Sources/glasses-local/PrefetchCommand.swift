@@ -7,19 +7,20 @@ import LocalModelKit
 enum PrefetchCommand {
     static let command = Command(
         spec: CommandSpec(name: "prefetch", abstract: "Download what autoChoice wants, unattended, within a policy (for cron or a systemd timer).",
-                          discussion: "Downloads autoChoice's download target (and the voice with --include-voice), or nothing, saying why. Each condition that stops a run is one line naming it and the value seen. Exits 0 when done, when there is nothing to do, when a condition stopped it, when the window closed mid-download (the partial data is kept) and when another prefetch is running; 75 on a transient failure, so the scheduler retries later; the other statuses as for download. With EXTENTOS_CATALOG_URL set, the signed catalog there is fetched first (as catalog update does); a failed update is a warning and the run goes on with the catalog already trusted. Overrides for tests: EXTENTOS_NOW, EXTENTOS_POWER_SUPPLY_DIR, EXTENTOS_LOADAVG.",
+                          discussion: "Downloads autoChoice's download target (and the voice with --include-voice), or nothing, saying why. Each condition that stops a run is one line naming it and the value seen. Exits 0 when done, when there is nothing to do, when a condition stopped it, when the window closed mid-download (the partial data is kept) and when another prefetch is running; 75 on a transient failure, so the scheduler retries later; the other statuses as for download. With EXTENTOS_CATALOG_URL set, the signed catalog there is fetched first (as catalog update does); a failed update is a warning and the run goes on with the catalog already trusted. Offline (--offline, EXTENTOS_OFFLINE=1, HF_HUB_OFFLINE=1) it fetches nothing, skips the catalog update and exits 0 with an offline line. Overrides for tests: EXTENTOS_NOW, EXTENTOS_POWER_SUPPLY_DIR, EXTENTOS_LOADAVG, EXTENTOS_METERED=yes|no.",
                           options: [
                               OptionSpec(name: "--min-free-mb", valueName: "N", help: "Never leave less than N MiB free after a download."),
                               OptionSpec(name: "--max-bytes", valueName: "N", help: "Fetch at most N bytes in this run; a bigger model waits (its partial data is kept)."),
                               OptionSpec(name: "--window", valueName: "HH:MM-HH:MM", help: "Only in this local-time window (across midnight works); a download still running when it closes stops cleanly."),
                               OptionSpec(name: "--require-ac", valueName: nil, help: "Only on mains power (a machine without a battery counts as on mains)."),
                               OptionSpec(name: "--max-load", valueName: "L", help: "Only while the 1-minute load average is under L."),
+                              OptionSpec(name: "--require-unmetered", valueName: nil, help: "Only on a connection NetworkManager does not call metered (yes or guess-yes); without NetworkManager the state is unknown, counted as unmetered, and the run says so."),
                               OptionSpec(name: "--jitter", valueName: "S", help: "Wait a random 0…S seconds before any network use."),
                               OptionSpec(name: "--rate-limit", valueName: "BYTES_PER_S", help: "At most this many bytes a second."),
                               OptionSpec(name: "--include-voice", valueName: nil, help: "Also the voice model."),
                               OptionSpec(name: "--dry-run", valueName: nil, help: "Say what would happen and why; touch nothing."),
                           ] + downloadOptions,
-                          usage: "glasses-local prefetch [--window HH:MM-HH:MM] [--max-bytes N] [--min-free-mb N] [--require-ac] [--max-load L] [--jitter S] [--rate-limit BYTES_PER_S] [--include-voice] [--dry-run]"),
+                          usage: "glasses-local prefetch [--window HH:MM-HH:MM] [--max-bytes N] [--min-free-mb N] [--require-ac] [--max-load L] [--require-unmetered] [--jitter S] [--rate-limit BYTES_PER_S] [--include-voice] [--dry-run]"),
         run: run)
 
     static func policy(_ context: CommandContext) throws(CLIError) -> PrefetchPolicy {
@@ -48,12 +49,13 @@ enum PrefetchCommand {
             policy.window = window
         }
         policy.requireAC = inv.flag("--require-ac")
+        policy.requireUnmetered = inv.flag("--require-unmetered")
         policy.maxLoad = try seconds("--max-load", 10_000)
         policy.jitterSeconds = try seconds("--jitter", 86_400) ?? 0
         policy.includeVoice = inv.flag("--include-voice")
         policy.dryRun = inv.flag("--dry-run")
         if let url = context.environment["EXTENTOS_CATALOG_URL"], !url.isEmpty {
-            if let problem = CatalogRules.urlProblem(url) { throw .usage("EXTENTOS_CATALOG_URL \(url): \(problem)", of: inv.command) }
+            if let problem = CatalogRules.urlProblem(url) { throw .usage("EXTENTOS_CATALOG_URL \(URLOrigin.redacted(url)): \(problem)", of: inv.command) }
             policy.catalogURL = url
             policy.catalogKeys = context.trustedKeys()
         }
@@ -107,6 +109,10 @@ enum PrefetchCommand {
                             c.err("prefetch: warning: the catalog update from \(url) failed; catalog version \(inUse) is used: \(error)")
                         }
                     case .wouldUpdateCatalog(let url): line("would-update-catalog", "would update the catalog from \(url) first", [("url", .string(url))])
+                    case .meteredUnknown(let why):
+                        line("metered-unknown", "the metered state is unknown (\(why)); going on as on an unmetered connection", [("reason", .string(why))])
+                    case let .offline(by, what):
+                        line("offline", "offline (\(by)): \(what) not fetched; nothing uses the network", [("offline", .string(by))])
                     case let .windowClosed(id, window, kept):
                         line("window-closed", "the window \(window) closed; \(id) stopped cleanly, \(Format.bytes(kept)) kept for the next run",
                              [("modelId", .string(id)), ("keptBytes", .int(kept))])

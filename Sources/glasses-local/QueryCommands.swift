@@ -129,11 +129,12 @@ enum QueryCommands {
                 "downloadBytes": .int(m.downloadBytes), "installedBytes": .int(m.installedBytes),
                 "fit": fitJSON(s.fit),
                 "sources": .array(m.sources.map { source in
+                    let auth: [(key: String, value: JSONValue)] = m.sourceAuth[source].map { [("auth", .string($0.rawValue))] } ?? []
                     switch source {
-                    case .files(let base): return ["type": "files", "baseURL": .string(base)]
+                    case .files(let base): return .object([("type", "files"), ("baseURL", .string(base))] + auth)
                     case .archive(let a):
-                        return ["type": "archive", "url": .string(a.url), "format": .string(a.format.rawValue), "size": .int(a.size),
-                                "sha256": .string(a.sha256), "stripComponents": JSONValue(a.stripComponents)]
+                        return .object([("type", "archive"), ("url", .string(a.url)), ("format", .string(a.format.rawValue)), ("size", .int(a.size)),
+                                        ("sha256", .string(a.sha256)), ("stripComponents", JSONValue(a.stripComponents))] + auth)
                     }
                 }),
                 "files": .array(m.files.map { ["path": .string($0.path), "size": .int($0.size), "sha256": JSONValue($0.sha256)] }),
@@ -155,9 +156,10 @@ enum QueryCommands {
         }
         if let revision = m.revision { c.say("  revision:       \(revision)") }
         for (n, source) in m.sources.enumerated() {
+            let auth = m.sourceAuth[source] == .huggingface ? " (sends a Hugging Face token when one is set)" : ""
             switch source {
-            case .files(let base): c.say("  source \(n + 1):       files from \(base)")
-            case .archive(let a): c.say("  source \(n + 1):       \(a.format.rawValue) archive \(a.url)")
+            case .files(let base): c.say("  source \(n + 1):       files from \(base)\(auth)")
+            case .archive(let a): c.say("  source \(n + 1):       \(a.format.rawValue) archive \(a.url)\(auth)")
             }
         }
         c.say("  state:          \(s.isInstalled ? "installed in \(record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind))" : (s.fit.presentBytes > 0 ? "partly downloaded (\(Format.bytes(s.fit.presentBytes)))" : "not installed"))")

@@ -74,16 +74,26 @@ final class FaultServer: Sendable {
         struct Request: Decodable, Sendable {
             var range: String?
             var ifRange: String?
+            /// The `Authorization` header as the server received it.
+            var authorization: String?
             var status: Int?
             var sent: Int64
             var start: Double
             var end: Double?
 
             enum CodingKeys: String, CodingKey {
-                case range, status, sent, start, end
+                case range, status, sent, start, end, authorization
                 case ifRange = "if_range"
             }
         }
+    }
+
+    /// TCP connections the server accepted so far, this question's own included.
+    func connections() throws -> Int {
+        let (status, body) = try request("GET", "/_connections")
+        guard status == 200 else { throw SystemError(message: "GET /_connections answered \(status)") }
+        struct Count: Decodable { var connections: Int }
+        return try JSONDecoder().decode(Count.self, from: Data(body)).connections
     }
 
     /// A minimal blocking HTTP/1.1 exchange over loopback (Connection: close).

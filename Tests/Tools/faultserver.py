@@ -35,9 +35,14 @@ Faults (all optional, combinable):
   rate=B                  send the body at about B bytes a second (64 KiB steps)
   delay=T                 wait T seconds before answering
   redirect=URL            answer 302 with `Location: URL`
+  auth=VALUE              a request whose `Authorization` is not exactly VALUE gets 401
+                          (`WWW-Authenticate: Basic`, or `Bearer` when VALUE starts so)
+  file=PATH               serve the bytes of this local file instead of generated content
 
 `GET /_stats` → {path: {"requests": n, "sent": total body bytes, "log": [{"range",
-"if_range", "status", "sent", "start", "end"}]}} (start/end: monotonic seconds).
+"if_range", "authorization", "status", "sent", "start", "end"}]}} (start/end: monotonic
+seconds; authorization: the header as received, or null).
+`GET /_connections` → {"connections": n}: TCP connections accepted so far, this one included.
 `POST /_reset` forgets all configuration and statistics.
 """
 import hashlib, json, os, signal, socket, sys, threading, time
@@ -50,6 +55,7 @@ LOCK = threading.Lock()
 CONFIG = {}   # path -> dict of settings (see above), plus "_n": requests so far, "version"
 STATS = {}    # path -> {"requests", "sent", "log"}
 STOP = threading.Event()
+CONNECTIONS = [0]   # accepted so far (Handler.setup runs once per connection)
 
 
 @lru_cache(maxsize=16)
@@ -81,6 +87,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):  # quiet: the tests read /_stats instead
         pass
+
+    def setup(self):
+        with LOCK:
+            CONNECTIONS[0] += 1
+        super().setup()
 
     # MARK: control endpoints
 
@@ -114,6 +125,10 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 snapshot = json.loads(json.dumps(STATS))
             return self.reply_json(snapshot)
+        if url.path == "/_connections":
+            with LOCK:
+                count = CONNECTIONS[0]
+            return self.reply_json({"connections": count})
         with LOCK:
             cfg = CONFIG.setdefault(url.path, {})
             cfg.update(parse_query(url.query))
@@ -123,7 +138,7 @@ class Handler(BaseHTTPRequestHandler):
             stat = STATS.setdefault(url.path, {"requests": 0, "sent": 0, "log": []})
             stat["requests"] += 1
             entry = {"range": self.headers.get("Range"), "if_range": self.headers.get("If-Range"),
-                     "status": None, "sent": 0, "start": time.monotonic(), "end": None}
+                     "authorization": self.headers.get("Authorization"), "status": None, "sent": 0, "start": time.monotonic(), "end": None}
             stat["log"].append(entry)
             cfg = dict(cfg)
         try:
@@ -163,6 +178,9 @@ class Handler(BaseHTTPRequestHandler):
         time.sleep(cfg.get("delay", 0))
         statuses = cfg.get("statuses", [])
         status = statuses[n - 1] if n <= len(statuses) else cfg.get("status")
+        if cfg.get("auth") is not None and self.headers.get("Authorization") != cfg["auth"]:
+            scheme = "Bearer" if str(cfg["auth"]).startswith("Bearer") else 'Basic realm="models"'
+            return self.answer(entry, 401, {"WWW-Authenticate": scheme, "Content-Length": "0"})
         if cfg.get("redirect"):
             return self.answer(entry, 302, {"Location": cfg["redirect"], "Content-Length": "0"})
         if status:
@@ -171,7 +189,12 @@ class Handler(BaseHTTPRequestHandler):
                 headers["Retry-After"] = str(cfg["retry_after"])
             return self.answer(entry, status, headers)
         size, seed, version = cfg.get("size", 0), cfg.get("seed", 0), cfg.get("version", 1)
-        data = content(seed, version, size)
+        if cfg.get("file"):
+            with open(cfg["file"], "rb") as f:
+                data = f.read()
+            size = len(data)
+        else:
+            data = content(seed, version, size)
         etag = '"s%d-n%d-v%d"' % (seed, size, version)
         modified = formatdate(1_700_000_000 + seed + 86_400 * version, usegmt=True)
         flip = cfg.get("flip")

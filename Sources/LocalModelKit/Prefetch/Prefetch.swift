@@ -11,6 +11,9 @@ public struct PrefetchPolicy: Sendable {
     public var requireAC = false
     /// Only while the 1-minute load average is under this.
     public var maxLoad: Double?
+    /// Only on a connection that is not metered (NetworkManager's `Metered`, or
+    /// `EXTENTOS_METERED`); an unknown state counts as unmetered, and the run says so.
+    public var requireUnmetered = false
     /// A random delay of up to this many seconds before any network use.
     public var jitterSeconds: Double = 0
     /// Also the voice model.
@@ -46,6 +49,11 @@ public enum PrefetchEvent: Sendable, Equatable {
     case catalogUpdateFailed(LocalModelError, url: String, inUse: Int)
     /// `--dry-run`: the catalog would be updated from this URL first.
     case wouldUpdateCatalog(url: String)
+    /// `--require-unmetered` could not learn the metered state (`why`): the run goes on as
+    /// on an unmetered connection.
+    case meteredUnknown(why: String)
+    /// The network is off (`by`: the switch); `what` was not fetched. The run ends with exit 0.
+    case offline(by: String, what: String)
 }
 
 /// How a prefetch ended.
@@ -121,13 +129,33 @@ extension LocalModelEngine {
             summary.append("stopped: " + why); onEvent(.stopped(why))
             return .finished(fetched: [])
         }
+        if policy.requireUnmetered {
+            let metered = probe.metered()
+            switch metered.state {
+            case .metered:
+                let why = "the connection is metered (\(metered.source)); --require-unmetered waits for an unmetered one"
+                summary.append("stopped: " + why); onEvent(.stopped(why))
+                return .finished(fetched: [])
+            case .unknown:
+                summary.append("metered state unknown (\(metered.source)); treated as unmetered")
+                onEvent(.meteredUnknown(why: metered.source))
+            case .unmetered:
+                break
+            }
+        }
+        // Offline, nothing waits for the network: no jitter, no catalog update.
+        var policy = policy
+        if options.policy.offlineBy != nil { policy.jitterSeconds = 0 }
 
         // The catalog first (after the jitter: it is network use); the run then goes on over
         // whichever catalog is trusted at that point.
         var engine = self
         var jittered = false
         if let url = policy.catalogURL {
-            if policy.dryRun {
+            if let offline = options.policy.offlineBy {
+                summary.append("offline (\(offline)): catalog update skipped")
+                onEvent(.offline(by: offline, what: "the catalog update from \(url)"))
+            } else if policy.dryRun {
                 onEvent(.wouldUpdateCatalog(url: url))
             } else {
                 try jitter(policy, onEvent: onEvent, cancellation: cancellation, modelId: "catalog update")
@@ -228,6 +256,11 @@ extension LocalModelEngine {
                 case .busy:
                     let reason = "another process is downloading it"
                     summary.append("\(model.id) skipped: " + reason); onEvent(.skipped(modelId: model.id, reason: reason))
+                case .transfer(.offline(let by, _), _):
+                    // The network is off: an outcome of the run, not its failure.
+                    summary.append("offline (\(by)): \(model.id) not fetched")
+                    onEvent(.offline(by: by, what: model.id))
+                    return .finished(fetched: fetched)
                 default:
                     summary.append("\(model.id) failed: \(error.code.rawValue)")
                     throw error

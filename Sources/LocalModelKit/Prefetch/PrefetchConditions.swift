@@ -52,10 +52,27 @@ public struct PrefetchConditions: Sendable, Equatable {
     public var load1: Double?
 }
 
+/// Whether the network costs by the byte (a phone's hotspot), as NetworkManager sees the
+/// primary connection, or as `EXTENTOS_METERED` says.
+public struct MeteredReading: Sendable, Equatable {
+    public enum State: String, Sendable, Equatable {
+        /// NetworkManager says `yes` or `guess-yes`, or `EXTENTOS_METERED=yes`.
+        case metered
+        /// `no` or `guess-no`, or `EXTENTOS_METERED=no`.
+        case unmetered
+        /// No NetworkManager (or no system bus), or it does not know: treated as unmetered.
+        case unknown
+    }
+    public var state: State
+    /// Where the answer came from, for messages ("NetworkManager: guess-yes",
+    /// "EXTENTOS_METERED=yes", "NetworkManager is not running …").
+    public var source: String
+}
+
 /// Reads the conditions from the system, or from the documented overrides:
 /// `EXTENTOS_NOW` (ISO 8601 local time, which then advances with the clock),
 /// `EXTENTOS_POWER_SUPPLY_DIR` (a folder shaped like `/sys/class/power_supply`),
-/// `EXTENTOS_LOADAVG` (a number). Instance-based: one per run, so the overridden clock
+/// `EXTENTOS_LOADAVG` (a number), `EXTENTOS_METERED` (`yes` or `no`). Instance-based: one per run, so the overridden clock
 /// advances from the moment the run started.
 public final class PrefetchConditionsProbe: Sendable {
     let environment: [String: String]
@@ -74,7 +91,38 @@ public final class PrefetchConditionsProbe: Sendable {
         if let load = environment["EXTENTOS_LOADAVG"], Self.load(load) == nil {
             problems.append("EXTENTOS_LOADAVG='\(load.prefix(40))' is not a number; /proc/loadavg is used")
         }
+        if let metered = environment["EXTENTOS_METERED"], !metered.isEmpty, Self.meteredOverride(metered) == nil {
+            problems.append("EXTENTOS_METERED='\(metered.prefix(40))' is neither yes nor no; NetworkManager is asked")
+        }
         return problems
+    }
+
+    /// `EXTENTOS_METERED`: `yes` or `no` (any case); anything else is no override.
+    static func meteredOverride(_ text: String) -> MeteredReading.State? {
+        switch text.trimmingWhitespace().lowercased() {
+        case "yes": return .metered
+        case "no": return .unmetered
+        default: return nil
+        }
+    }
+
+    /// Whether the connection is metered: `EXTENTOS_METERED` when it is `yes` or `no`, else
+    /// NetworkManager's `Metered` over the system bus (`yes` and `guess-yes` are metered).
+    /// Without NetworkManager the state is unknown. Asks the bus on every call: only
+    /// `--require-unmetered` calls it, once per run.
+    public func metered() -> MeteredReading {
+        if let text = environment["EXTENTOS_METERED"], let state = Self.meteredOverride(text) {
+            return MeteredReading(state: state, source: "EXTENTOS_METERED=\(text.trimmingWhitespace())")
+        }
+        let address = environment["DBUS_SYSTEM_BUS_ADDRESS"].flatMap { $0.isEmpty ? nil : $0 } ?? "unix:path=/run/dbus/system_bus_socket"
+        switch NetworkManagerBus.metered(busAddress: address) {
+        case .success(let value):
+            let name = value < NetworkManagerBus.meteredNames.count ? NetworkManagerBus.meteredNames[Int(value)] : "\(value)"
+            let state: MeteredReading.State = value == 1 || value == 3 ? .metered : (value == 2 || value == 4 ? .unmetered : .unknown)
+            return MeteredReading(state: state, source: "NetworkManager: \(name)")
+        case .failure(let problem):
+            return MeteredReading(state: .unknown, source: problem.text)
+        }
     }
 
     public func read() -> PrefetchConditions {

@@ -216,7 +216,7 @@ extension LocalModelEngine {
         }
         do { try layout.remove(repairRoot) } catch { throw .wrap(error, modelId: model.id) }
         onEvent(.phase(.download))
-        let session = TransferSession(options: options, cancellation: cancellation,
+        let session = TransferSession(options: options.authorizing(model), cancellation: cancellation,
                                       allowPlainHTTPRedirects: requests.contains { CatalogRules.isPlainHTTP($0.url) },
                                       onEvent: { onEvent(DownloadEvent($0)) })
         let result: TransferResult

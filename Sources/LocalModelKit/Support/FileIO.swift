@@ -149,6 +149,15 @@ public enum FileIO {
         throw SystemError(errno: errno, "stat \(path)")
     }
 
+    /// `stat`: what `path` leads to, links followed (a user's own files outside the store,
+    /// such as `~/.netrc`, which a dotfile manager may link); nil when nothing is there.
+    public static func statusFollowingLinks(_ path: String) throws(SystemError) -> FileStatus? {
+        var st = stat()
+        if stat(path, &st) == 0 { return FileStatus(st) }
+        if errno == ENOENT || errno == ENOTDIR { return nil }
+        throw SystemError(errno: errno, "stat \(path)")
+    }
+
     /// `fstat` of an open descriptor; `path` names it in the error.
     static func status(of fd: Int32, path: String) throws(SystemError) -> FileStatus {
         var st = stat()

@@ -147,14 +147,21 @@ final class CurlEasy {
     // MARK: Options the transfer logic uses
 
     /// Sets up the next transfer. Throws when libcurl refused an option the transfer needs.
+    /// - Parameter netrcFile: the netrc file to take a login from for this request's host
+    ///   (`CURLOPT_NETRC_FILE`, optional use), nil for none.
     func configure(url: String, resumeFrom offset: Int64, headers: [String], policy: TransferPolicy,
-                   allowPlainHTTPRedirects: Bool) throws(TransferFault) {
+                   netrcFile: String?) throws(TransferFault) {
         set(CURLOPT_URL, string: url)
-        // Only https (and http for loopback tests/mirrors); redirects never downgrade.
+        // Only https (and http for loopback tests/mirrors).
         set(CURLOPT_PROTOCOLS_STR, string: "https,http")
-        set(CURLOPT_REDIR_PROTOCOLS_STR, string: allowPlainHTTPRedirects ? "https,http" : "https")
-        set(CURLOPT_FOLLOWLOCATION, 1)
-        set(CURLOPT_MAXREDIRS, policy.maxRedirects)
+        // Redirects are followed by the caller, one request each (`redirectURL`), so that a
+        // credential is attached per request, only for its own origin: libcurl's following
+        // would carry a custom Authorization header or a netrc login along (P10).
+        set(CURLOPT_FOLLOWLOCATION, 0)
+        if let netrcFile {
+            set(CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue))
+            set(CURLOPT_NETRC_FILE, string: netrcFile)
+        }
         set(CURLOPT_SSL_VERIFYPEER, 1)
         set(CURLOPT_SSL_VERIFYHOST, 2)
         if let caFile = policy.caFile { set(CURLOPT_CAINFO, string: caFile) }
@@ -187,7 +194,15 @@ final class CurlEasy {
         return code
     }
 
-    /// The URL after redirects.
+    /// Where the last response redirects to (its `Location`, made absolute), when it is a
+    /// redirect; libcurl does not follow it (CURLINFO_REDIRECT_URL).
+    var redirectURL: String? {
+        var pointer: UnsafeMutablePointer<CChar>?
+        guard glasses_easy_getinfo_str(handle, CURLINFO_REDIRECT_URL, &pointer) == CURLE_OK, let pointer else { return nil }
+        return String(cString: pointer)
+    }
+
+    /// The URL of the last request (the caller follows redirects itself).
     var effectiveURL: String? {
         var pointer: UnsafeMutablePointer<CChar>?
         guard glasses_easy_getinfo_str(handle, CURLINFO_EFFECTIVE_URL, &pointer) == CURLE_OK, let pointer else { return nil }

@@ -97,6 +97,8 @@ extension LocalModelEngine {
         let records: Records
         records = try open().records
         try requireStoreCatalog()
+        // The Hugging Face token may go to the origins of this model's sources that ask for it.
+        let options = options.authorizing(model)
         return try withModelLock(modelId) { () throws(LocalModelError) in
             try DownloadRun(engine: self, model: model, records: records, options: options, cancellation: cancellation, onEvent: onEvent).execute()
         }

@@ -5,8 +5,13 @@ import FoundationEssentials
 /// or failed for good.
 extension FileJob {
     func complete(_ result: CurlResult) {
+        if abort == nil, case .ok = result, [301, 302, 303, 307, 308].contains(status), let target = easy?.redirectURL {
+            easy = nil
+            followRedirect(to: target)
+            return
+        }
         // Who answered: after redirects (a CDN), not the URL the catalog gave.
-        let answeredBy = easy?.effectiveURL ?? request.url
+        let answeredBy = easy?.effectiveURL ?? url
         // Progress means real bytes: a trickle of a few bytes per attempt, or an attempt that
         // ended in a stall, must not reset the budget (P4: bounded time).
         let stalled = easy?.isStall(result) ?? false
@@ -63,6 +68,9 @@ extension FileJob {
                 scheduleRetry(cause: "HTTP 416")
             case 408, 425, 429, 500, 502, 503, 504:
                 scheduleRetry(cause: "HTTP \(status)", retryAfter: retryAfter)
+            case let denied where (denied == 401 || denied == 403) && URLOrigin.of(answeredBy) == URLOrigin.of(request.url):
+                // The source itself (not a CDN it redirected to, which never sees a credential).
+                finish(.failed(.authRequired(status, url: answeredBy, sent: session.credentials.sent(to: answeredBy, bearerFrom: bearerFrom))))
             default:
                 finish(.failed(.httpStatus(status, url: answeredBy, requested: url)))
             }
@@ -90,6 +98,25 @@ extension FileJob {
             finish(.failed(.refused("TLS verification failed: \(message)", url: url)))
         case .other(let code, let message):
             finish(.failed(.refused("libcurl error \(code): \(message)", url: url)))
+        }
+    }
+
+    /// The response redirects to `target`: the same attempt goes on there, with a request of
+    /// its own (so a credential is attached only where it belongs). https never leads to
+    /// plain http, plain http only to loopback, at most `maxRedirects` (P10).
+    func followRedirect(to target: String) {
+        let shown = URLOrigin.redacted(target)
+        if let problem = CatalogRules.urlProblem(target) {
+            finish(.failed(.refused("redirect to \(shown) refused: \(problem)", url: request.url)))
+        } else if CatalogRules.isPlainHTTP(target) && !session.allowPlainHTTPRedirects {
+            finish(.failed(.refused("redirect or URL refused (a redirect to \(shown)); only https is allowed, and never a redirect from https to http", url: request.url)))
+        } else if redirectsFollowed >= session.policy.maxRedirects {
+            finish(.failed(.refused("more than \(session.policy.maxRedirects) redirects", url: request.url)))
+        } else {
+            redirectsFollowed += 1
+            url = target
+            followingRedirect = true
+            notBefore = 0
         }
     }
 

@@ -23,6 +23,14 @@ final class FileJob: CurlEasyDelegate {
     var onDiskAtAttemptStart: Int64 = 0
     var mismatchRetries = 0
     var requestedOffset: Int64 = 0
+    /// The URL of this request: the catalog's, or where a redirect of this attempt led.
+    /// Every attempt starts again at the catalog's URL (a signed CDN link may have expired).
+    var url: String
+    var redirectsFollowed = 0
+    /// The next `begin` follows a redirect (the same attempt) rather than starting one.
+    var followingRedirect = false
+    /// Where the token sent with this request came from, when one was sent.
+    var bearerFrom: String?
 
     // Per-response header state.
     var status = 0
@@ -62,6 +70,7 @@ final class FileJob: CurlEasyDelegate {
         self.index = index
         self.request = request
         self.session = session
+        self.url = request.url
     }
 
     func finish(_ result: FileOutcome) {
@@ -199,7 +208,13 @@ final class FileJob: CurlEasyDelegate {
     func begin(with easy: CurlEasy) -> Bool {
         guard outcome == nil, let file else { return false }
         if hasher == nil { hasher = try? SHA256Hasher() }
-        attempts += 1
+        if followingRedirect {
+            followingRedirect = false
+        } else {
+            attempts += 1
+            url = request.url
+            redirectsFollowed = 0
+        }
         status = 0
         contentRange = nil
         contentLength = nil
@@ -226,10 +241,14 @@ final class FileJob: CurlEasyDelegate {
                 headers.append("If-Range: \(date)")
             }
         }
+        // A credential goes only to the origin it belongs to, one request at a time.
+        let authorization = session.credentials.authorization(for: url)
+        bearerFrom = authorization?.from
+        if let authorization { headers.append(authorization.header) }
         easy.reset()
         do {
-            try easy.configure(url: request.url, resumeFrom: onDisk, headers: headers, policy: session.policy,
-                               allowPlainHTTPRedirects: session.allowPlainHTTPRedirects)
+            try easy.configure(url: url, resumeFrom: onDisk, headers: headers, policy: session.policy,
+                               netrcFile: session.credentials.netrcFile)
         } catch {
             finish(.failed(.refused(error.description, url: request.url)))
             return false
@@ -272,7 +291,7 @@ final class FileJob: CurlEasyDelegate {
             // libcurl limits the scheme (never https → http); the host is checked here: a
             // redirect may only lead to https, or to plain http on loopback (P10).
             if value.contains("://"), let problem = CatalogRules.urlProblem(value) {
-                abort = .redirectRefused("redirect to \(value) refused: \(problem)")
+                abort = .redirectRefused("redirect to \(URLOrigin.redacted(value)) refused: \(problem)")
                 return false
             }
         default: break

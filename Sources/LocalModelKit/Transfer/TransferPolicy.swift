@@ -38,10 +38,27 @@ public struct TransferPolicy: Sendable, Equatable {
     /// conventions `$CURL_CA_BUNDLE` and `$SSL_CERT_FILE` (Debian's libcurl reads neither
     /// by itself). Verification stays on either way.
     public var caFile: String?
+    /// The Hugging Face token and netrc (`TransferCredentials`): where they are found, and
+    /// the origins the token may go to.
+    public var credentials: TransferCredentials
+    /// Why the network is off (`--offline`, `EXTENTOS_OFFLINE=1`, `HF_HUB_OFFLINE=1`), or
+    /// nil when it may be used. Off, a transfer refuses before opening any connection.
+    public var offlineBy: String?
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         caFile = [environment["EXTENTOS_CA_FILE"], environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]]
             .compactMap { $0 }.first { !$0.isEmpty }
+        credentials = TransferCredentials(environment: environment)
+        offlineBy = Self.offlineSwitch(environment)
+    }
+
+    /// The variable that switches the network off: `EXTENTOS_OFFLINE`, or the Hub client's
+    /// `HF_HUB_OFFLINE` (either `1`, `ON`, `YES` or `TRUE`); nil when neither does.
+    public static func offlineSwitch(_ environment: [String: String]) -> String? {
+        for name in ["EXTENTOS_OFFLINE", "HF_HUB_OFFLINE"] where EnvironmentFlag.isTrue(environment[name]) {
+            return "\(name)=\(environment[name] ?? "1")"
+        }
+        return nil
     }
 
     /// Files fetched at once for these requests (see `adaptiveParallelism`).
@@ -70,12 +87,21 @@ public enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
     /// The CA file (`EXTENTOS_CA_FILE`, `CURL_CA_BUNDLE`, `SSL_CERT_FILE`) cannot be read
     /// as a regular file.
     case caFile(SystemError)
+    /// The netrc file (`NETRC`, `~/.netrc`) exists but cannot be read as a regular file.
+    case netrcFile(SystemError)
+    /// The network is off (`by`: the switch) and `url` would have needed it; no connection
+    /// was opened.
+    case offline(by: String, url: String)
 
     public var description: String {
         switch self {
         case .setup(let message): return "network layer: \(message)"
         case .caFile(let error):
             return "the CA file cannot be used: \(error.message). Point EXTENTOS_CA_FILE (or CURL_CA_BUNDLE / SSL_CERT_FILE) at a PEM bundle, or unset it"
+        case .netrcFile(let error):
+            return "the netrc file cannot be used: \(error.message). Point NETRC at a regular file (or remove ~/.netrc)"
+        case let .offline(by, url):
+            return "offline (\(by)): \(URLOrigin.redacted(url)) would need the network, and no connection is made. Run again \(by.hasPrefix("--") ? "without \(by)" : "with \(by.prefix { $0 != "=" }) unset") to download"
         }
     }
 }

@@ -16,6 +16,8 @@ final class TransferSession {
     let hashWorker = HashWorker()
     /// The download's shared byte budget (`TransferPolicy.maxBytesPerSecond`).
     let limiter: RateLimiter?
+    /// The credentials of this run (`TransferCredentials.resolved`), read when it starts.
+    private(set) var credentials = ResolvedCredentials.none
 
     private var jobs: [FileJob] = []
     private var totalBytes: Int64 = 0
@@ -60,18 +62,18 @@ final class TransferSession {
     /// - Parameter readers: who reads a request's partial file while it is written, by the
     ///   request's index.
     func run(_ requests: [FileRequest], readers: [Int: any PartialFileReader] = [:]) throws(TransferFault) -> TransferResult {
+        // Offline, a request whose bytes are not all on disk already is refused here, before
+        // any file is read or any handle made; complete partials are still verified below.
+        if let offline = policy.offlineBy,
+           let needed = requests.first(where: { $0.sizeIsLimit || (FileIO.regularFileSize($0.partialPath) ?? 0) < $0.size }) {
+            throw .offline(by: offline, url: needed.url)
+        }
         // libcurl opens the CA file with a blocking read: a FIFO or a device named there
         // would hang every transfer. Checked here, without waiting, before any use.
         if let caFile = policy.caFile {
             do { _ = try FileIO.openForReading(caFile) } catch { throw .caFile(error) }
         }
-        let multi = try CurlMulti()
-        cancellation.attach(multi.waker)
-        defer {
-            cancellation.attach(nil)
-            // The handle lives until the detach above (ARC could otherwise end it at its last use).
-            withExtendedLifetime(multi) {}
-        }
+        credentials = try policy.credentials.resolved()
 
         jobs = requests.enumerated().map { FileJob(index: $0.offset, request: $0.element, session: self) }
         for job in jobs { job.reader = readers[job.index] }
@@ -86,6 +88,18 @@ final class TransferSession {
         // Existing partials are hashed once (resume base) before any network traffic, so the
         // first tick already counts them.
         for job in jobs where !cancellation.isCancelled { job.prepare() }
+        if let offline = policy.offlineBy, let needed = jobs.first(where: { $0.outcome == nil }) {
+            // A partial that did not verify would now be fetched again.
+            for job in jobs where job.outcome == nil { job.finish(.failed(.cancelled)) }
+            throw .offline(by: offline, url: needed.request.url)
+        }
+        let multi = try CurlMulti()
+        cancellation.attach(multi.waker)
+        defer {
+            cancellation.attach(nil)
+            // The handle lives until the detach above (ARC could otherwise end it at its last use).
+            withExtendedLifetime(multi) {}
+        }
         tick(.scheduled)
 
         while true {

@@ -61,6 +61,9 @@ public enum FileFailure: Sendable, Equatable {
     case retryAfterTooLong(seconds: Int64, url: String)
     /// Redirect to plain http, unsupported scheme, TLS verification, redirect loop, …
     case refused(String, url: String)
+    /// 401 or 403 from the source's own origin: a credential is needed, or the one sent
+    /// (`sent`) was refused.
+    case authRequired(Int, url: String, sent: CredentialSent)
     case system(SystemError)
     case cancelled
 }
@@ -141,6 +144,7 @@ extension LocalModelError {
             self = .temporary(modelId: id, file: request.name, url: url,
                               cause: "the server asks to retry after \(seconds == .max ? "an unbounded time" : "\(seconds) s"), longer than this run waits")
         case let .refused(reason, url): self = .refused(modelId: id, url: url, reason: reason)
+        case let .authRequired(status, url, sent): self = .authRequired(modelId: id, file: request.name, url: url, status: status, sent: sent)
         case .system(let error): self = .system(error, modelId: id)
         case .cancelled: self = .cancelled(modelId: id, keptBytes: onDisk().kept)
         }
