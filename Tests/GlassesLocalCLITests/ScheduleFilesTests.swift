@@ -27,7 +27,8 @@ struct ScheduleFilesTests {
         #expect(r.status == 0 && r.stderr.isEmpty, "\(r)")
         let serviceText = try String(contentsOfFile: service, encoding: .utf8)
         let timerText = try String(contentsOfFile: timer, encoding: .utf8)
-        for setting in ["Nice=19", "IOSchedulingClass=idle", "ConditionACPower=true", "ExecStart=%h/.local/bin/glasses-local prefetch"] {
+        for setting in ["Nice=19", "IOSchedulingClass=idle", "ConditionACPower=true", "ExecStart=%h/.local/bin/glasses-local prefetch",
+                        "--require-unmetered"] {
             #expect(serviceText.contains(setting), "the service sets \(setting)")
         }
         for setting in ["OnCalendar=", "RandomizedDelaySec=", "Persistent=true"] {
@@ -43,6 +44,7 @@ struct ScheduleFilesTests {
         let fields = line.split(separator: " ").map(String.init)
         try #require(fields.count > 6 && fields[5].hasSuffix("/glasses-local") && fields[6] == "prefetch", "\(line)")
         #expect(!line.contains("flock"), "the tool locks itself")
+        #expect(fields.contains("--require-unmetered"), "a metered connection (a phone's hotspot) is left alone")
         let r = try s.w.run(Array(fields.dropFirst(6)) + ["--dry-run"], catalog: s.catalog,
                             env: PrefetchTests.device.merging(["EXTENTOS_NOW": "2026-12-01T02:17:00"]) { $1 })
         #expect(r.status == 0 && r.stderr.isEmpty, "\(r)")
