@@ -53,6 +53,10 @@ public final class LocalModelEngine: Sendable {
     /// a version the store has used: the store's own copy was damaged or removed, and the
     /// built-in catalog stands in for reading what is installed (see `storeCatalogVersionMissing`).
     public let catalogChosenByStore: Bool
+    /// Copies of models this machine already has outside the store: the Hugging Face hub
+    /// cache (`import` without a folder reads it), and whether a download takes matching
+    /// files from it before fetching. `EngineSetup` reads both from the environment.
+    public let localCopies: LocalCopySettings
     private let opened = Locked<Records?>(nil)
     /// The highest catalog version the records say the store has used, once opened.
     private let recordedCatalogVersion = Locked<Int>(0)
@@ -61,7 +65,8 @@ public final class LocalModelEngine: Sendable {
     private let rejectedPlacements = Locked<[String: String]>([:])
 
     public init(layout: StoreLayout, catalog: Catalog, probe: any DeviceProbe, memoryShare: Double = 0.5,
-                catalogChosenByStore: Bool = false) {
+                catalogChosenByStore: Bool = false, localCopies: LocalCopySettings = LocalCopySettings()) {
+        self.localCopies = localCopies
         self.layout = layout
         self.catalog = catalog
         self.probe = probe

@@ -113,7 +113,7 @@ public struct EngineSetup: Sendable {
         let chosenByStore = catalogPath.map(Self.isURL) ?? true
         return LocalModelEngine(layout: StoreLayout(root: root), catalog: chosen,
                                 probe: probe ?? SystemDeviceProbe(environment: environment), memoryShare: memoryShare,
-                                catalogChosenByStore: chosenByStore)
+                                catalogChosenByStore: chosenByStore, localCopies: LocalCopySettings(environment: environment))
     }
 
     /// Transfer defaults for this environment (`$EXTENTOS_CA_FILE` and curl's conventions,

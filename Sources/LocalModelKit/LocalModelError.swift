@@ -66,6 +66,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     /// `catalog hash DIR`: an entry that is not a regular file, no file at all, a path a
     /// catalog cannot hold, an empty file.
     case notRegularFile, empty, badPath, emptyFile
+    /// `import`: some files were not found, or did not match; the rest were kept.
+    case importIncomplete
 
     /// The exit status the command ends with for this failure.
     public var exit: ExitStatus {
@@ -80,7 +82,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
         case .interrupted: return .interrupted
         case .authRequired: return .authRequired
         case .noStore, .offline, .incompleteInstall, .httpStatus, .refused, .noSource, .notInstalled, .recordsDamaged, .readOnly, .records, .io,
-             .notRegularFile, .empty, .badPath, .emptyFile:
+             .notRegularFile, .empty, .badPath, .emptyFile, .importIncomplete:
             return .failure
         }
     }

@@ -85,6 +85,9 @@ final class ProgressPrinter {
             console.printJSON(["event": "extras-skipped", "modelId": id, "entries": .array(entries.map(JSONValue.string))])
         case let .adopted(files, bytes):
             console.printJSON(["event": "already-in-store", "modelId": id, "files": .array(files.map(JSONValue.string)), "bytes": .int(bytes)])
+        case let .foundLocally(files, bytes, total, place):
+            console.printJSON(["event": "found-locally", "modelId": id, "files": .array(files.map(JSONValue.string)), "bytes": .int(bytes),
+                               "total": .int(Int64(total)), "place": .string(place)])
         case let .done(path, already):
             console.printJSON(["event": already ? "skipped" : "done", "modelId": id, "path": .string(path), "exitCode": 0])
         }
@@ -129,6 +132,9 @@ final class ProgressPrinter {
         case let .adopted(files, bytes):
             clearBar()
             console.err("\(modelId): \(files.count) file\(files.count == 1 ? "" : "s") (\(Format.bytes(bytes))) already in the store: linked, not downloaded")
+        case let .foundLocally(files, bytes, total, place):
+            clearBar()
+            console.err("\(modelId): " + Format.foundLocally(files.count, of: total, bytes: bytes, in: place))
         case .done: clearBar()
         }
     }

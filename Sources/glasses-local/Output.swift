@@ -55,6 +55,12 @@ enum Format {
         return (value >= 100 ? fixed(value, decimals: 0) : fixed(value, decimals: 1)) + " " + units[unit]
     }
 
+    /// "9 of 9 files (1.2 GiB) found in the Hugging Face cache (…); nothing to fetch".
+    static func foundLocally(_ found: Int, of total: Int, bytes n: Int64, in place: String) -> String {
+        "\(found) of \(total) file\(total == 1 ? "" : "s") (\(bytes(n))) found in \(place)"
+            + (found == total ? "; nothing to fetch" : "; the rest will be downloaded") + " (each verified first)"
+    }
+
     /// "12,345".
     static func grouped(_ n: Int) -> String {
         let digits = String(abs(n))

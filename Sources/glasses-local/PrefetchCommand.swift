@@ -125,6 +125,7 @@ enum PrefetchCommand {
                     case let .sourceFallback(failed, reason): line("fallback", "source \(failed) failed (\(reason)); trying the next")
                     case .skippedExtras(let entries): line("extras-skipped", "skipped \(entries.count) archive entries the catalog does not list")
                     case let .adopted(files, bytes): line("already-in-store", "\(files.count) file(s) (\(Format.bytes(bytes))) already in the store: linked, not downloaded")
+                    case let .foundLocally(files, bytes, total, place): line("found-locally", Format.foundLocally(files.count, of: total, bytes: bytes, in: place))
                     case .phase, .progress, .stall, .fileCompleted, .done: break
                     }
                 })

@@ -12,6 +12,8 @@ struct FilesDelivery: SourceDelivery {
     var vouchesForUnhashedFiles: Bool { false }
     /// The base URL's path: a mirror serving `DIR` at its root serves these URLs.
     var mirrorFolder: String? { LocalModelEngine.urlPath(of: baseURL) }
+    /// `…/ORG/REPO/resolve/REV/`, whatever the host.
+    var huggingFaceRepository: (repo: String, revision: String)? { HuggingFaceCache.repository(ofBaseURL: baseURL) }
 
     /// Bytes in the partial folder, and files another install holds with the same SHA-256
     /// (linked, not downloaded: see `DownloadRun.adoptStoredCopies`).
@@ -45,6 +47,7 @@ struct FilesDelivery: SourceDelivery {
         let saved = run.recorder.prior.validators
         let root = run.layout.partialPath(id: model.id)
         run.adoptStoredCopies()
+        run.adoptHuggingFaceCopies()
         let base = run.rewrite(baseURL)
         let requests = model.files.map { request(for: $0, base: base, root: root, boundary: run.layout.root, saved: saved[$0.path]) }
         let result = try run.transfer(requests, plainHTTP: CatalogRules.isPlainHTTP(base))

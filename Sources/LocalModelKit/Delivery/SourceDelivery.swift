@@ -20,6 +20,9 @@ protocol SourceDelivery {
     /// The folder below a mirror's root where `mirror` lays the model's files out, so the
     /// mirror serves this source's URLs; nil when this kind cannot be served file by file.
     var mirrorFolder: String? { get }
+    /// The Hugging Face repository and revision this source fetches from, when it is one
+    /// (its snapshot in the Hub client's cache may already hold the files).
+    var huggingFaceRepository: (repo: String, revision: String)? { get }
 
     /// Bytes of this source's partial data in the store: what a resume will not fetch again.
     /// - Parameter held: `sha256:size` keys of the files installed models hold (read only
@@ -36,6 +39,7 @@ protocol SourceDelivery {
 
 extension SourceDelivery {
     var mirrorFolder: String? { nil }
+    var huggingFaceRepository: (repo: String, revision: String)? { nil }
     func requests(for files: [CatalogFile], into root: String, boundary: String, mirror: String?) -> [FileRequest]? { nil }
 }
 

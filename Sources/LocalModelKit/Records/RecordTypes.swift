@@ -75,7 +75,7 @@ public struct FileRecord: Sendable, Equatable {
 /// One line of the append-only history.
 public struct HistoryEvent: Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
-        case started, resumed, completed, failed, verified, deleted, repaired, catalog, prefetch
+        case started, resumed, completed, failed, verified, deleted, repaired, catalog, prefetch, imported
     }
     public var id: Int64
     /// Seconds since 1970.

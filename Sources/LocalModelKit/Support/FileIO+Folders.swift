@@ -40,6 +40,15 @@ extension FileIO {
         return regularFileSize(folder + "/" + relative)
     }
 
+    /// The path with every link resolved (`realpath`): where a file outside the store that
+    /// the user pointed at really is (a Hugging Face snapshot's entries are links into its
+    /// `blobs/`). Nil when something on the way is missing or unreadable.
+    public static func resolvingLinks(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// `lstat`, nil on any failure (for the questions above, which have no error to give).
     private static func statusIfReadable(_ path: String) -> FileStatus? {
         var st = stat()

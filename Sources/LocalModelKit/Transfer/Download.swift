@@ -22,6 +22,10 @@ public enum DownloadEvent: Sendable, Equatable {
     /// Files whose SHA-256 an installed model already holds: hard-linked (or copied) from
     /// it, verified from disk, never downloaded.
     case adopted(files: [String], bytes: Int64)
+    /// Files found outside the store (the Hugging Face cache): linked (or copied) into the
+    /// partial data, then verified like any resume base; a bad one is fetched. `total` is
+    /// the model's file count.
+    case foundLocally(files: [String], bytes: Int64, total: Int, place: String)
     /// Exactly once, after the install committed. `alreadyInstalled` when nothing was fetched.
     case done(path: String, alreadyInstalled: Bool)
 }

@@ -50,4 +50,35 @@ extension DownloadRun {
             try? recorder.note(.started, "\(adopted.count) file(s), \(bytes) bytes, already in the store: linked, not downloaded (first: \(adopted[0]))")
         }
     }
+
+    /// Links (or copies) the files the Hugging Face cache holds for this model into the
+    /// partial data, so the transfer finds them complete and verifies them from disk like
+    /// any resume base: nothing is fetched for a file that matches, and a damaged one is
+    /// discarded (the store's name only: the cache's blob is never written) and fetched.
+    /// Off with `EXTENTOS_NO_HF_CACHE=1`. Best effort, like `adoptStoredCopies`.
+    func adoptHuggingFaceCopies() {
+        guard engine.localCopies.adoptOnDownload, let hub = engine.localCopies.huggingFaceHub else { return }
+        let place = LocalCopyPlace.huggingFaceCache(hub: hub)
+        let copies = LocalCopies(model, in: place)
+        guard !copies.files.isEmpty else { return }
+        let partialRoot = layout.partialPath(id: id)
+        var found: [String] = []
+        var bytes: Int64 = 0
+        for file in model.files {
+            guard let source = copies.files[file.path] else { continue }
+            var checked = Set<String>()
+            // Complete partial data is this download's own (adopted already, or fetched).
+            if FileIO.regularFileSize(file.path, in: partialRoot, checked: &checked) == file.size { continue }
+            do {
+                _ = try FileIO.linkOrCopy(source, within: FileIO.parent(of: source), to: partialRoot + "/" + file.path, below: layout.root)
+            } catch {
+                continue
+            }
+            found.append(file.path)
+            bytes += file.size
+        }
+        guard !found.isEmpty else { return }
+        onEvent(.foundLocally(files: found, bytes: bytes, total: model.files.count, place: place.description))
+        try? recorder.note(.started, "\(found.count) of \(model.files.count) file(s), \(bytes) bytes, found in \(copies.folder ?? place.description): linked, to be verified, not downloaded")
+    }
 }

@@ -80,29 +80,13 @@ extension DownloadRun {
         if engine.placedBundleRejected(id) == fingerprint { return false }
 
         onEvent(.phase(.verify))
-        var hashes: [String: String] = [:]
-        for file in model.files {
-            if cancellation.isCancelled { throw .cancelled(modelId: id, keptBytes: 0) }
-            let problem: String?
-            do {
-                let (actual, size) = try SHA256Hasher.hashFile(atPath: finalPath + "/" + file.path)
-                hashes[file.path] = actual
-                if size != file.size {
-                    problem = "size \(size) instead of \(file.size)"
-                } else if let expected = file.sha256, actual != expected {
-                    problem = "SHA-256 \(actual) instead of \(expected)"
-                } else {
-                    problem = nil
-                }
-            } catch {
-                problem = "unreadable: \(LocalModelError.wrap(error, modelId: id).description)"
-            }
-            if let problem {
-                engine.notePlacedBundleRejected(id, fingerprint: fingerprint)
-                try? recorder.note(.verified, "the bundle placed in \(finalPath) was not adopted: \(file.path): \(problem). It stays where it is; a download replaces it.")
-                return false
-            }
+        let result = try checkLocalFiles(model.files, in: finalPath, stopAtFirstProblem: true)
+        if let (path, problem) = result.problems.first {
+            engine.notePlacedBundleRejected(id, fingerprint: fingerprint)
+            try? recorder.note(.verified, "the bundle placed in \(finalPath) was not adopted: \(path): \(problem). It stays where it is; a download replaces it.")
+            return false
         }
+        let hashes = result.hashes
         _ = try install(FetchedTree(path: finalPath, hashes: hashes, origin: "placed in \(finalPath)"), finalPath: finalPath)
         return true
     }

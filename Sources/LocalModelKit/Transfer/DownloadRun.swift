@@ -78,7 +78,7 @@ final class DownloadRun {
     /// Links and special files in this model's partial and staging data, or in place of its
     /// install folder, are removed before anything is written (P11): a link is never
     /// followed, never resumed into, never moved. Each removal is recorded.
-    private func removePlantedLinks(finalPath: String) throws(LocalModelError) {
+    func removePlantedLinks(finalPath: String) throws(LocalModelError) {
         var removed: [String] = []
         do {
             for path in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] {

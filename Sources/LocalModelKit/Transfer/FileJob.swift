@@ -107,6 +107,11 @@ final class FileJob: CurlEasyDelegate {
             // Longer than the file can be: not a resume base (P5).
             restartFromZero("the partial file was longer than the declared size")
             size = 0
+        } else if size > 0 && size < request.size, let shared = file, shared.linkCount() > 1 {
+            // A file linked from elsewhere (another install, the Hugging Face cache) is never
+            // written: short of its size it is not a resume base but someone else's file.
+            restartFromZero("the linked copy is shorter than the file")
+            size = 0
         } else if size > 0 && size < request.size && request.size < FileJob.resumableSize
                     && request.etag == nil && request.lastModified == nil {
             // A small file whose validators were lost (a crash before they were saved):
