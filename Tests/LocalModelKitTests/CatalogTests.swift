@@ -811,6 +811,25 @@ struct CatalogTests {
         Self.expectRejected(c.bytes, at: c.path, saying: c.message, count: c.count)
     }
 
+    static let authRejections: [Rejection] = [
+        rule("unknown credential on a files source", "models[0].sources[0].auth", "github", "unknown credential \"github\" (known: huggingface)"),
+        rule("unknown credential on an archive source", "models[1].sources[0].auth", "HuggingFace", "unknown credential \"HuggingFace\""),
+        rule("credential that is not a string", "models[0].sources[0].auth", true, "expected a string, found boolean"),
+    ]
+
+    @Test(arguments: authRejections)
+    func badSourceAuthIsRejected(_ c: Rejection) {
+        Self.expectRejected(c.bytes, at: c.path, saying: c.message, count: c.count)
+    }
+
+    @Test("a source's \"auth\": \"huggingface\" is read onto that source only")
+    func sourceAuthIsRead() {
+        let doc = Self.variant([("models[1].sources[0].auth", "huggingface")])
+        guard let catalog = Self.expectAccepted(Self.bytes(doc)) else { return }
+        #expect(catalog.models[0].sourceAuth.isEmpty)
+        #expect(catalog.models[1].sourceAuth == [catalog.models[1].sources[0]: .huggingface])
+    }
+
     @Test(arguments: [0, 16])
     func stripComponentsAtTheLimitsIsAccepted(_ strip: Int) throws {
         let doc = Self.variant([("models[1].sources[0].stripComponents", JSONValue(strip))])
@@ -829,9 +848,9 @@ struct CatalogTests {
         rule("unknown key in a model", "models[0].size", 5, "unknown key (allowed: id, kind, displayName"),
         rule("unknown key in a file", "models[0].files[0].md5", "x", "unknown key (allowed: path, size, sha256)"),
         rule("unknown key in a files source", "models[0].sources[0].mirror", "https://example.org/",
-             "unknown key (allowed: type, baseURL)"),
+             "unknown key (allowed: type, baseURL, auth)"),
         rule("unknown key in an archive source", "models[1].sources[0].strip", 1,
-             "unknown key (allowed: type, url, format, size, sha256, stripComponents)"),
+             "unknown key (allowed: type, url, format, size, sha256, stripComponents, auth)"),
         rule("misspelt sha256 key", "models[0].files[0].sha265", .string(hashA), "unknown key",
              and: [("models[0].files[0].sha256", removed)], count: 2),
     ]
@@ -1073,11 +1092,12 @@ struct CatalogTests {
                 ["path": .string($0.path), "size": .int($0.size), "sha256": $0.sha256.map(JSONValue.string) ?? .null]
             })))
             m.append(("sources", .array(model.sources.map { source -> JSONValue in
+                let auth: [(key: String, value: JSONValue)] = model.sourceAuth[source].map { [("auth", .string($0.rawValue))] } ?? []
                 switch source {
-                case .files(let base): return ["type": "files", "baseURL": .string(base)]
+                case .files(let base): return .object([("type", "files"), ("baseURL", .string(base))] + auth)
                 case .archive(let a):
-                    return ["type": "archive", "url": .string(a.url), "format": .string(a.format.rawValue), "size": .int(a.size),
-                            "sha256": .string(a.sha256), "stripComponents": JSONValue(a.stripComponents)]
+                    return .object([("type", "archive"), ("url", .string(a.url)), ("format", .string(a.format.rawValue)), ("size", .int(a.size)),
+                                    ("sha256", .string(a.sha256)), ("stripComponents", JSONValue(a.stripComponents))] + auth)
                 }
             })))
             return .object(m)
