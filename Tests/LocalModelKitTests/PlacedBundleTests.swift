@@ -40,7 +40,11 @@ struct PlacedBundleTests {
         try engine.history(modelId: "kokoro").filter { $0.kind == "verified" && ($0.detail ?? "").contains("not adopted") }
     }
 
-    @Test("a complete, matching bundle is adopted by status(of:): installed in place, recorded with its hashes and origin, never fetched")
+    // The adoption takes the model's lock, releases it, and the download takes it again at
+    // once: a program spawned meanwhile would hold a copy of the lock's descriptor between
+    // its fork and exec (busy), hence .noSpawnsMeanwhile (Tests/Support/TestThreads.swift).
+    @Test("a complete, matching bundle is adopted by status(of:): installed in place, recorded with its hashes and origin, never fetched",
+          .noSpawnsMeanwhile)
     func adoptedByStatus() throws {
         try S.withTempDir { dir in
             let engine = try Self.engine(dir)
@@ -70,7 +74,7 @@ struct PlacedBundleTests {
         }
     }
 
-    @Test("models() (list) adopts it too; download adopts it with nothing fetched; verify adopts it",
+    @Test("models() (list) adopts it too; download adopts it with nothing fetched; verify adopts it", .noSpawnsMeanwhile,
           arguments: ["models", "download", "verify"])
     func adoptedByEveryEntryPoint(_ how: String) throws {
         try S.withTempDir { dir in

@@ -293,8 +293,9 @@ final class FileJob: CurlEasyDelegate {
         case "retry-after": retryAfter = HTTPHeader.retryAfter(value)
         case "content-encoding": contentEncoding = value.lowercased()
         case "location" where (300..<400).contains(status):
-            // libcurl limits the scheme (never https → http); the host is checked here: a
-            // redirect may only lead to https, or to plain http on loopback (P10).
+            // An absolute target is checked as soon as it is seen: a redirect may only lead
+            // to https, or to plain http on loopback (P10); `followRedirect` checks the
+            // resolved target again (and that https never leads to http) before following.
             if value.contains("://"), let problem = CatalogRules.urlProblem(value) {
                 abort = .redirectRefused("redirect to \(URLOrigin.redacted(value)) refused: \(problem)")
                 return false
