@@ -169,6 +169,14 @@ struct PrefetchTests {
         let s = try Setup(); defer { s.w.remove() }
         let p = try s.w.start(["download", Self.id], catalog: s.slow)
         try interruptAfter(p, wrote: 64 << 10, of: s.w.partialRoot + "/pf/weights.bin")
+        // nginx logs the interrupted request once it notices the closed connection (after
+        // its rate limit's pause): waited for, so that it is not taken for the dry run's.
+        var logged = false
+        for _ in 0..<500 where !logged {
+            logged = s.w.nginx.accessLog().contains { $0.path.hasSuffix("/pf/weights.bin") }
+            if !logged { usleep(20_000) }
+        }
+        #expect(logged, "nginx logged the interrupted download's request")
         func snapshot() -> [String: Data] {
             var out: [String: Data] = [:]
             // The SQLite shared-memory index is rewritten by any reader (list included), so it is not compared.

@@ -243,7 +243,8 @@ extension LocalModelEngine {
         }
         _ = try? layout.remove(repairRoot)
         do {
-            try FileIO.syncDirectory(folder)
+            // The re-fetched files' bytes and their renames, durable before the record says so.
+            try FileIO.syncFiles(fixed, in: folder, below: layout.root)
             try records.write { ctx in
                 for var file in try ctx.read.files(model.id) where hashes[file.path] != nil {
                     file.verifiedSha256 = hashes[file.path]

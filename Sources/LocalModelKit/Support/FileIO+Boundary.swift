@@ -70,6 +70,25 @@ extension FileIO {
         return FileDescriptor(adopting: fd, path: path)
     }
 
+    /// fsyncs `files` (paths relative to `folder`) and every folder holding them, `folder`
+    /// included: a few files made durable one by one, where a filesystem-wide sync would
+    /// also wait for everything else written on the disk. Nothing is reached through a
+    /// link (the folders from `root` down are opened without following one).
+    public static func syncFiles(_ files: [String], in folder: String, below root: String) throws(SystemError) {
+        var folders: Set<String> = [folder]
+        for relative in files {
+            let path = folder + "/" + relative
+            try openFile(path, below: root, .readOnly).sync()
+            var parent = FileIO.parent(of: path)
+            while parent.count > folder.count, folders.insert(parent).inserted { parent = FileIO.parent(of: parent) }
+        }
+        for path in folders {
+            let dir = try openDirectory(path, below: root, create: false)
+            defer { close(dir) }
+            guard fsync(dir) == 0 else { throw SystemError(errno: errno, "fsync folder \(path)") }
+        }
+    }
+
     /// `writeFileAtomically` for a file below `root`: the folders down to it are opened
     /// without following links, then the same exclusive temporary file and `renameat`.
     public static func writeFileAtomically(_ bytes: [UInt8], toPath path: String, below root: String,

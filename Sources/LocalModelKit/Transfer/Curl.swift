@@ -277,12 +277,14 @@ final class CurlMulti {
     private let handle: UnsafeMutableRawPointer
     private var easies: [UnsafeMutableRawPointer: CurlEasy] = [:]
 
-    init() throws(TransferFault) {
+    /// - Parameter maxHostConnections: connections to one host at most (the transfers the
+    ///   session runs at once: without as many connections, the rest would queue behind them).
+    init(maxHostConnections: Int = 8) throws(TransferFault) {
         guard curlGlobalInit, let h = glasses_curl_multi_init() else { throw TransferFault.setup(CurlEasy.loadProblem ?? "libcurl multi handle could not be created") }
         handle = h
         // Multiplex on HTTP/2 when offered; cap connections per host politely.
         _ = glasses_multi_setopt_long(handle, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        _ = glasses_multi_setopt_long(handle, CURLMOPT_MAX_HOST_CONNECTIONS, 8)
+        _ = glasses_multi_setopt_long(handle, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, maxHostConnections))
     }
 
     deinit {

@@ -5,6 +5,8 @@ import FoundationEssentials
 /// or failed for good.
 extension FileJob {
     func complete(_ result: CurlResult) {
+        // The attempt's last bytes reach the disk before anything counts them.
+        flushStage()
         if abort == nil, case .ok = result, [301, 302, 303, 307, 308].contains(status), let target = easy?.redirectURL {
             easy = nil
             followRedirect(to: target)

@@ -49,12 +49,22 @@ final class FileJob: CurlEasyDelegate {
     static let resumableSize: Int64 = 256 << 10
     /// Bytes an attempt must add to count as progress for the retry budget.
     static let progressQuantum: Int64 = 64 << 10
-    /// Files at least this big are fsynced on completion; see `finish`.
-    static let fsyncThreshold: Int64 = 8 << 20
     /// Dirty bytes after which writeback is started early, so the final fsync of a big
     /// file waits for little.
     static let writebackChunk: Int64 = 16 << 20
     var writebackFrom: Int64 = 0
+    /// Body bytes received and not yet written: gathered to `HashWorker.bufferSize`, then
+    /// written with one call and handed, buffer and all, to the hash thread (`flushStage`).
+    /// libcurl hands over 16 KiB at a time; a write, an allocation, a copy and a thread
+    /// hand-off for each cost more than the disk did.
+    var stage: UnsafeMutableRawBufferPointer?
+    var staged = 0
+    /// Body bytes taken in this loop cycle, and whether the transfer waits for the next
+    /// cycle because it took its share (see `TransferSession.cycleShare`).
+    var takenThisCycle = 0
+    var pausedForShare = false
+    /// The bytes a transfer takes in one loop cycle while others run.
+    static let cycleShare = 1 << 20
 
     enum Abort: Equatable {
         case restart(String)
@@ -74,11 +84,15 @@ final class FileJob: CurlEasyDelegate {
     }
 
     func finish(_ result: FileOutcome) {
+        // Bytes received but not written yet are kept (a resume will not fetch them again).
+        if case .failed = result { flushStage() }
+        if let stage { session.hashWorker.giveBack(stage) }
+        stage = nil
+        staged = 0
         if let file {
-            // Big files are flushed as they complete (overlapping the other transfers); small
-            // ones by one filesystem sync before the install (see `FileIO.syncFilesystem`),
-            // which costs one flush instead of hundreds.
-            if case .completed = result, request.size >= FileJob.fsyncThreshold { try? file.sync() }
+            // Never fsynced here, on the thread every transfer shares: whoever keeps the file
+            // makes it durable (the install, one by one or by one `syncfs`; a repair), while
+            // the writeback started as the bytes arrived (`startWriteback`) has done most of it.
             file.close()
             self.file = nil
         }
@@ -171,6 +185,7 @@ final class FileJob: CurlEasyDelegate {
             }
         }
         if onDisk > 0 { reader?.restarted(reason: reason) }
+        staged = 0
         file?.truncate(to: 0)
         hasher = try? SHA256Hasher()
         onDisk = 0
@@ -180,6 +195,7 @@ final class FileJob: CurlEasyDelegate {
     /// The file has all its bytes: compare the streamed hash. A mismatch discards the
     /// bytes (P6) and allows one fresh download before failing.
     func verifyComplete(fromNetwork: Bool) {
+        flushStage()
         guard let hasher else { return }
         session.hashWorker.drain()
         let actual: String
@@ -351,39 +367,72 @@ final class FileJob: CurlEasyDelegate {
     func curlBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         // Error pages and redirect bodies are not file content.
         guard accepting else { return bytes.count }
+        // A write between callbacks (a tick's flush) failed: the attempt ends here.
+        guard abort == nil else { return 0 }
+        let received = onDisk + Int64(staged)
         var count = bytes.count
         var overflow = false
-        if onDisk + Int64(count) > request.size {
-            count = Int(request.size - onDisk)
+        if received + Int64(count) > request.size {
+            count = Int(request.size - received)
             overflow = true
         }
-        guard let file else { return 0 }
-        // The download's one byte budget: no tokens, no bytes; libcurl keeps them and this
-        // callback gets them again once the session unpauses the transfer.
+        guard file != nil else { return 0 }
+        // Its share of this loop cycle taken, the transfer waits for the next one; libcurl
+        // keeps the bytes and offers them again once the session unpauses it.
+        if let share = session.cycleShare, takenThisCycle >= share {
+            paused = true
+            pausedForShare = true
+            return CurlEasy.pauseWriting
+        }
+        // The download's one byte budget: no tokens, no bytes (offered again likewise).
         if let limiter = session.limiter, !limiter.take(count) {
             paused = true
             return CurlEasy.pauseWriting
         }
-        let (written, failure) = file.write(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
-        if let failure {
-            abort = failure.isOutOfSpace ? .noSpace : .system(failure)
-            // Keep what reached the disk consistent with the hash.
-            if written > 0, let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<written])) }
-            onDisk += Int64(written)
-            return 0
-        }
-        if let hasher { session.hashWorker.feed(hasher, UnsafeRawBufferPointer(rebasing: bytes[0..<count])) }
-        onDisk += Int64(count)
-        reader?.written(upTo: onDisk)
-        if onDisk - writebackFrom >= FileJob.writebackChunk {
-            file.startWriteback(from: writebackFrom, count: onDisk - writebackFrom)
-            writebackFrom = onDisk
+        takenThisCycle += count
+        var from = 0
+        while from < count {
+            let buffer = stage ?? session.hashWorker.takeBuffer()
+            stage = buffer
+            let n = min(count - from, buffer.count - staged)
+            UnsafeMutableRawBufferPointer(rebasing: buffer[staged..<(staged + n)])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[from..<(from + n)]))
+            staged += n
+            from += n
+            if staged == buffer.count && !flushStage() { return 0 }
         }
         if overflow {
             abort = .tooLong
             return 0
         }
         return bytes.count
+    }
+
+    /// Writes the staged bytes with one call, hands the buffer to the hash thread (exactly
+    /// the bytes that reached the disk, so the hash and the file agree), and moves `onDisk`
+    /// and the file's reader on. False when the write failed (`abort` says why).
+    @discardableResult
+    func flushStage() -> Bool {
+        guard let buffer = stage, staged > 0, let file else { return true }
+        let (written, failure) = file.write(UnsafeRawBufferPointer(rebasing: buffer[0..<staged]))
+        stage = nil
+        staged = 0
+        if let hasher {
+            session.hashWorker.feed(hasher, buffer: buffer, count: written)
+        } else {
+            session.hashWorker.giveBack(buffer)
+        }
+        onDisk += Int64(written)
+        if written > 0 { reader?.written(upTo: onDisk) }
+        if let failure {
+            abort = failure.isOutOfSpace ? .noSpace : .system(failure)
+            return false
+        }
+        if onDisk - writebackFrom >= FileJob.writebackChunk {
+            file.startWriteback(from: writebackFrom, count: onDisk - writebackFrom)
+            writebackFrom = onDisk
+        }
+        return true
     }
 }
 

@@ -20,6 +20,8 @@ final class TransferSession {
     private(set) var credentials = ResolvedCredentials.none
 
     private var jobs: [FileJob] = []
+    /// The bytes one transfer may take in a loop cycle while others run; nil when alone.
+    private(set) var cycleShare: Int?
     private var totalBytes: Int64 = 0
     private var pendingValidators: [FileValidators] = []
 
@@ -52,6 +54,10 @@ final class TransferSession {
     }
 
     private func tick(_ reason: TransferTick.Reason) {
+        // Bytes received since the last write reach the disk at least once a tick: progress,
+        // the resume state and a reader of the file never lag further, and a crash loses at
+        // most a tick's worth (one staging buffer) of each file.
+        for job in jobs where job.outcome == nil { job.flushStage() }
         let present = jobs.reduce(Int64(0)) { $0 + $1.onDisk }
         let validators = pendingValidators
         pendingValidators = []
@@ -93,7 +99,7 @@ final class TransferSession {
             for job in jobs where job.outcome == nil { job.finish(.failed(.cancelled)) }
             throw .offline(by: offline, url: needed.request.url)
         }
-        let multi = try CurlMulti()
+        let multi = try CurlMulti(maxHostConnections: max(8, parallel))
         cancellation.attach(multi.waker)
         defer {
             cancellation.attach(nil)
@@ -131,6 +137,19 @@ final class TransferSession {
             }
             if active.isEmpty && queue.allSatisfy({ $0.outcome != nil }) { break }
 
+            // One transfer may not hold the loop: while several run, each takes at most
+            // `cycleShare` bytes a cycle, then waits (paused) for the next one. A fast big
+            // file would otherwise keep one `perform` reading it for hundreds of
+            // milliseconds while no small file's request goes out.
+            cycleShare = active.count > 1 ? FileJob.cycleShare : nil
+            for job in active.values {
+                job.takenThisCycle = 0
+                if job.pausedForShare {
+                    job.pausedForShare = false
+                    job.paused = false
+                    job.easy?.unpause()
+                }
+            }
             try multi.perform()
             for (easy, result) in multi.finished() {
                 multi.remove(easy)
@@ -151,16 +170,18 @@ final class TransferSession {
             if active.isEmpty && queue.allSatisfy({ $0.outcome != nil }) { break }
             // Transfers the rate limiter paused go on when its budget is back.
             var nextBudget = Double.infinity
-            if let limiter, active.values.contains(where: \.paused) {
+            if let limiter, active.values.contains(where: { $0.paused && !$0.pausedForShare }) {
                 nextBudget = limiter.secondsUntilAvailable()
                 if nextBudget <= 0 {
-                    for job in active.values where job.paused {
+                    for job in active.values where job.paused && !job.pausedForShare {
                         job.paused = false
                         job.easy?.unpause()
                     }
                     continue
                 }
             }
+            // A transfer that stopped at its share has bytes waiting: no sleep.
+            if active.values.contains(where: \.pausedForShare) { continue }
             let wait = max(0.001, min(tickInterval, nextRetry - monotonicSeconds(), nextBudget))
             multi.poll(timeoutMs: Int32(clamping: ExternalNumber.int64(clamping: wait * 1000) ?? 1))
         }
