@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -58,21 +59,30 @@ const char *glasses_curl_load_error(void) { return curl_lib.handle || !curl_lib.
 const char *glasses_archive_load_error(void) { return archive_lib.handle || !archive_lib.error[0] ? NULL : archive_lib.error; }
 const char *glasses_sd_bus_load_error(void) { return systemd_lib.handle || !systemd_lib.error[0] ? NULL : systemd_lib.error; }
 
-// One resolved pointer per function, looked up once (a benign race: every thread stores
-// the same value).
+// One resolved pointer per function, looked up once and kept in an atomic slot: threads
+// calling at once each see nothing yet (and look it up too: the same value) or the pointer.
+static void *resolved(_Atomic(void *) *slot, void *(*symbol)(const char *), const char *name) {
+    void *fn = atomic_load_explicit(slot, memory_order_acquire);
+    if (!fn) {
+        fn = symbol(name);
+        if (fn) atomic_store_explicit(slot, fn, memory_order_release);
+    }
+    return fn;
+}
+
 #define FORWARD(lib, ret, name, failure, params, args) \
     ret glasses_##name params { \
         typedef ret (*fn_t) params; \
-        static fn_t fn; \
-        if (!fn) fn = (fn_t)lib##_symbol(#name); \
+        static _Atomic(void *) slot; \
+        fn_t fn = (fn_t)resolved(&slot, lib##_symbol, #name); \
         if (!fn) return failure; \
         return fn args; \
     }
 #define FORWARD_VOID(lib, name, params, args) \
     void glasses_##name params { \
         typedef void (*fn_t) params; \
-        static fn_t fn; \
-        if (!fn) fn = (fn_t)lib##_symbol(#name); \
+        static _Atomic(void *) slot; \
+        fn_t fn = (fn_t)resolved(&slot, lib##_symbol, #name); \
         if (fn) fn args; \
     }
 
@@ -101,13 +111,13 @@ typedef CURLcode (*easy_variadic_t)(CURL *, int, ...);
 typedef CURLMcode (*multi_variadic_t)(CURLM *, int, ...);
 
 static easy_variadic_t easy_setopt(void) {
-    static easy_variadic_t fn;
-    if (!fn) fn = (easy_variadic_t)curl_symbol("curl_easy_setopt");
+    static _Atomic(void *) slot;
+    easy_variadic_t fn = (easy_variadic_t)resolved(&slot, curl_symbol, "curl_easy_setopt");
     return fn;
 }
 static easy_variadic_t easy_getinfo(void) {
-    static easy_variadic_t fn;
-    if (!fn) fn = (easy_variadic_t)curl_symbol("curl_easy_getinfo");
+    static _Atomic(void *) slot;
+    easy_variadic_t fn = (easy_variadic_t)resolved(&slot, curl_symbol, "curl_easy_getinfo");
     return fn;
 }
 
@@ -135,8 +145,8 @@ GETINFO(ptr, void **)
 GETINFO(str, char **)
 
 CURLMcode glasses_multi_setopt_long(CURLM *m, CURLMoption o, long v) {
-    static multi_variadic_t fn;
-    if (!fn) fn = (multi_variadic_t)curl_symbol("curl_multi_setopt");
+    static _Atomic(void *) slot;
+    multi_variadic_t fn = (multi_variadic_t)resolved(&slot, curl_symbol, "curl_multi_setopt");
     return fn ? fn(m, (int)o, v) : CURLM_INTERNAL_ERROR;
 }
 
