@@ -252,7 +252,7 @@ final class BZip2Blocks: @unchecked Sendable {
     private func decode(_ job: Job) {
         let block = job.block
         let what = "bzip2 block \(job.index + 1) (compressed byte \(block.offset))"
-        let wrapped = BZip2Format.wrap(block.bytes.bytes, startBit: block.startBit, bitCount: block.bitCount, level: block.level, crc: block.crc)
+        let wrapped = block.wrapped
         var chunks: [ByteBuffer] = []
         var kept = 0
         var tooBig = false

@@ -37,20 +37,15 @@ final class FileInput: CompressedInput, @unchecked Sendable {
     func interrupt() {}
 }
 
-/// Cuts bzip2 input into blocks at their magics, for `BZip2Blocks`' workers: each block's
-/// bytes, where its bits start and end, its stream's level and its stored CRC, and with a
+/// Cuts bzip2 input into blocks at their magics, for `BZip2Blocks`' workers: each block
+/// re-wrapped as a stream of its own (`BZip2Format.wrap`), its stored CRC, and with a
 /// stream's last block the stream's combined CRC. It only finds where things are; libbz2
-/// checks them (`BZip2Format`).
+/// checks them.
 final class BlockSplitter {
     /// A block cut out of the input.
     struct Cut: Sendable {
-        /// The bytes holding the block, the first one holding its first bit.
-        var bytes: ByteBuffer
-        /// The block's first bit in `bytes[0]` (0 = most significant).
-        var startBit: Int
-        /// From the block magic to the next magic.
-        var bitCount: Int
-        var level: UInt8
+        /// The block as a bzip2 stream of its own.
+        var wrapped: ByteBuffer
         var crc: UInt32
         /// The stream's combined CRC, when the block is its stream's last.
         var endCRC: UInt32?
@@ -141,9 +136,11 @@ final class BlockSplitter {
             endCRC = UInt32(bits(at: next + 48, count: 32))
         }
         let first = position >> 3
-        let bytes = window.withUnsafeBytes { ByteBuffer(copying: UnsafeRawBufferPointer(rebasing: $0[first..<((next + 7) >> 3)])) }
-        let cut = Cut(bytes: bytes, startBit: position & 7, bitCount: next - position, level: level, crc: crc, endCRC: endCRC,
-                      offset: base + Int64(first))
+        let wrapped = window.withUnsafeBytes {
+            BZip2Format.wrap(UnsafeRawBufferPointer(rebasing: $0[first..<((next + 7) >> 3)]), startBit: position & 7,
+                             bitCount: next - position, level: level, crc: crc)
+        }
+        let cut = Cut(wrapped: wrapped, crc: crc, endCRC: endCRC, offset: base + Int64(first))
         return (cut, next, isEnd)
     }
 
