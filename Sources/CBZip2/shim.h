@@ -11,6 +11,5 @@ const char *glasses_bz2_load_error(void);
 int glasses_BZ2_bzDecompressInit(bz_stream *strm, int verbosity, int small);
 int glasses_BZ2_bzDecompress(bz_stream *strm);
 int glasses_BZ2_bzDecompressEnd(bz_stream *strm);
-const char *glasses_BZ2_bzlibVersion(void);
 
 #endif

@@ -92,9 +92,6 @@ final class BZip2Stream {
 
     /// A damaged stream's error, in libbz2's words (a check made outside libbz2 failed).
     static func damaged(_ what: String) -> BZip2Error { BZip2Error(code: BZ_DATA_ERROR, what) }
-
-    /// libbz2's version, for `doctor` (nil when it cannot be loaded).
-    static var libraryVersion: String? { glasses_BZ2_bzlibVersion().map { String(cString: $0) } }
 }
 
 @available(*, unavailable) extension BZip2Stream: Sendable {}
