@@ -14,11 +14,12 @@ let package = Package(
     targets: [
         // C system libraries: one target each, Debian -dev packages as providers.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // libcurl and libarchive: their headers here, their code opened on first use by
-        // CLibraryLoader (dlopen), so a command that neither downloads nor unpacks starts
+        // libcurl, libarchive and libbz2: their headers here, their code opened on first use
+        // by CLibraryLoader (dlopen), so a command that neither downloads nor unpacks starts
         // without loading them and their dependencies.
         .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CArchive", providers: [.apt(["libarchive-dev"])]),
+        .systemLibrary(name: "CBZip2", providers: [.apt(["libbz2-dev"])]),
         // sd-bus (libsystemd), opened the same way: only `prefetch --require-unmetered` asks
         // NetworkManager over the system bus whether the connection is metered.
         .systemLibrary(name: "CSDBus", providers: [.apt(["libsystemd-dev"])]),
@@ -30,7 +31,7 @@ let package = Package(
         // The engine: instance-based, no global state.
         .target(
             name: "LocalModelKit",
-            dependencies: ["CSQLite", "CCurl", "CArchive", "CCrypto", "CSDBus", "CSystem", "CLibraryLoader"]
+            dependencies: ["CSQLite", "CCurl", "CArchive", "CBZip2", "CCrypto", "CSDBus", "CSystem", "CLibraryLoader"]
         ),
         // The SDK seam: Extentos.create(config:) and the local-tier registry.
         .target(name: "GlassesCore"),

@@ -1,4 +1,4 @@
-// Opens libcurl, libarchive and libsystemd (sd-bus) on first use and forwards each call. No logic: a function
+// Opens libcurl, libarchive, libbz2 and libsystemd (sd-bus) on first use and forwards each call. No logic: a function
 // whose library cannot be loaded answers as the library would on failure (NULL, an error
 // code), and glasses_*_load_error() says why.
 #include <dlfcn.h>
@@ -14,6 +14,7 @@
 #include "../CCurl/shim.h"
 #include "../CArchive/shim.h"
 #include "../CSDBus/shim.h"
+#include "../CBZip2/shim.h"
 
 struct library {
     const char *names[3];
@@ -28,17 +29,19 @@ static void open_library(struct library *lib) {
         if (lib->handle) return;
     }
     const char *why = dlerror();
-    snprintf(lib->error, sizeof lib->error, "%s could not be loaded (%s); install it (Debian: libcurl4 / libarchive13 / libsystemd0)",
+    snprintf(lib->error, sizeof lib->error, "%s could not be loaded (%s); install it (Debian: libcurl4 / libarchive13 / libbz2-1.0 / libsystemd0)",
              lib->names[0], why ? why : "unknown error");
 }
 
 static struct library curl_lib = { { "libcurl.so.4", "libcurl.so", NULL }, PTHREAD_ONCE_INIT, NULL, { 0 } };
 static struct library archive_lib = { { "libarchive.so.13", "libarchive.so", NULL }, PTHREAD_ONCE_INIT, NULL, { 0 } };
 static struct library systemd_lib = { { "libsystemd.so.0", NULL, NULL }, PTHREAD_ONCE_INIT, NULL, { 0 } };
+static struct library bz2_lib = { { "libbz2.so.1.0", "libbz2.so.1", "libbz2.so" }, PTHREAD_ONCE_INIT, NULL, { 0 } };
 
 static void open_curl(void) { open_library(&curl_lib); }
 static void open_archive(void) { open_library(&archive_lib); }
 static void open_systemd(void) { open_library(&systemd_lib); }
+static void open_bz2(void) { open_library(&bz2_lib); }
 
 static void *curl_symbol(const char *name) {
     pthread_once(&curl_lib.once, open_curl);
@@ -55,9 +58,15 @@ static void *systemd_symbol(const char *name) {
     return systemd_lib.handle ? dlsym(systemd_lib.handle, name) : NULL;
 }
 
+static void *bz2_symbol(const char *name) {
+    pthread_once(&bz2_lib.once, open_bz2);
+    return bz2_lib.handle ? dlsym(bz2_lib.handle, name) : NULL;
+}
+
 const char *glasses_curl_load_error(void) { return curl_lib.handle || !curl_lib.error[0] ? NULL : curl_lib.error; }
 const char *glasses_archive_load_error(void) { return archive_lib.handle || !archive_lib.error[0] ? NULL : archive_lib.error; }
 const char *glasses_sd_bus_load_error(void) { return systemd_lib.handle || !systemd_lib.error[0] ? NULL : systemd_lib.error; }
+const char *glasses_bz2_load_error(void) { return bz2_lib.handle || !bz2_lib.error[0] ? NULL : bz2_lib.error; }
 
 // One resolved pointer per function, looked up once and kept in an atomic slot: threads
 // calling at once each see nothing yet (and look it up too: the same value) or the pointer.
@@ -189,3 +198,7 @@ FORWARD(systemd, int, sd_bus_message_enter_container, -ENOSYS, (sd_bus_message *
 FORWARD(systemd, int, sd_bus_message_read_basic, -ENOSYS, (sd_bus_message *m, char type, void *p), (m, type, p))
 FORWARD(systemd, sd_bus_message *, sd_bus_message_unref, NULL, (sd_bus_message *m), (m))
 FORWARD_VOID(systemd, sd_bus_error_free, (sd_bus_error *e), (e))
+
+FORWARD(bz2, int, BZ2_bzDecompressInit, BZ_CONFIG_ERROR, (bz_stream *strm, int verbosity, int small), (strm, verbosity, small))
+FORWARD(bz2, int, BZ2_bzDecompress, BZ_CONFIG_ERROR, (bz_stream *strm), (strm))
+FORWARD(bz2, int, BZ2_bzDecompressEnd, BZ_CONFIG_ERROR, (bz_stream *strm), (strm))

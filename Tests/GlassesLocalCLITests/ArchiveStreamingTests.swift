@@ -136,4 +136,41 @@ struct ArchiveStreamingTests {
         let verify = try w.run(["verify", Self.id], catalog: fast)
         #expect(verify.status == 0, "\(verify)")
     }
+
+    @Test("a many-block archive killed while it unpacks, then changed on the server: the resume restarts from zero under the unpacker, the finished file is unpacked again, byte-identical")
+    func restartUnderTheUnpacker() throws {
+        let w = try World(slowRate: 1 << 20); defer { w.remove() }
+        // 1/40 of the real sizes: about 9 MB of archive, a dozen bzip2 blocks, decoded in parallel.
+        let k = try Self.kokoroShaped(w, scale: 40)
+        try #require(k.archiveSize > 8 << 20, "\(k.archiveSize) bytes")
+        let slow = try Self.catalog(w, files: k.files, archiveURL: w.nginx.origin + "/slow/archives/kokoro.tar.bz2",
+                                    archiveSize: k.archiveSize, sha: k.sha, name: "slow")
+        let fast = try Self.catalog(w, files: k.files, archiveURL: w.nginx.origin + "/archives/kokoro.tar.bz2",
+                                    archiveSize: k.archiveSize, sha: k.sha, name: "fast")
+        let p = try w.start(["voice", "download", "--source", "archive"], catalog: slow)
+        let archive = w.partialRoot + "/\(Self.id)@archive"
+        let staging = w.stagingRoot + "/" + Self.id
+        let reached = p.waitUntil(timeout: 60) {
+            (Disk.fileSize(archive) ?? 0) >= 2 << 20 && Disk.regularFiles(under: staging).count >= 5
+        }
+        #expect(p.killNine(), "died by SIGKILL")
+        try #require(reached, "2 MiB of the archive and 5 files unpacked before the kill: \(Disk.fileSize(archive) ?? 0)")
+        // Same bytes, new date: nginx's ETag and Last-Modified change, so If-Range fails and
+        // the answer is the whole archive (200): the kept bytes the unpacker began with are
+        // no longer the download's.
+        let touch = try World.tool("/usr/bin/env", ["touch", "-d", "2030-01-01 00:00:00", w.nginx.mirror + "/archives/kokoro.tar.bz2"])
+        try #require(touch.status == 0, "\(touch)")
+
+        w.nginx.clearLog()
+        let again = try w.run(["voice", "download", "--source", "archive", "--json"], catalog: fast)
+        #expect(again.status == 0, "\(again)")
+        #expect(again.stdoutLines.contains { $0.contains(#""event":"restart""#) || $0.contains(#""event": "restart""#) },
+                "the transfer started over: \(again.stdout.prefix(3000))")
+        let requests = w.nginx.accessLog().filter { $0.path.hasSuffix(".tar.bz2") && !$0.path.hasPrefix("/slow/") }
+        #expect(requests.contains { $0.status == 200 }, "the whole archive was sent again: \(requests)")
+        w.expectInstalledMatches(Self.id, source: k.tree, installFolder: w.store + "/voices/" + Self.id)
+        #expect(w.leftovers.isEmpty, "\(w.leftovers)")
+        let verify = try w.run(["verify", Self.id], catalog: fast)
+        #expect(verify.status == 0, "\(verify)")
+    }
 }

@@ -47,6 +47,16 @@ public enum Threads {
     /// Runs `body` on a thread of its own (a download's blocking transfer, the hash worker).
     /// - Parameter stackSize: bytes of stack; the transfer's callbacks need little.
     public static func start(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void) {
+        if !tryStart(name: name, stackSize: stackSize, body) {
+            // No thread: run it here rather than never (a process at its thread limit).
+            body()
+        }
+    }
+
+    /// Runs `body` on a thread of its own, or returns false without running it when no
+    /// thread can be made (for work that has another way to be done, like the bzip2
+    /// decoder's helpers, and would wait forever for itself if run in place).
+    static func tryStart(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void) -> Bool {
         final class Box: @unchecked Sendable {
             // @unchecked: handed to the new thread once, never shared.
             let name: String
@@ -78,10 +88,10 @@ public enum Threads {
             return nil
         }, box)
         if started != 0 {
-            // No thread: run it here rather than never (a process at its thread limit).
-            let box = Unmanaged<Box>.fromOpaque(box).takeRetainedValue()
-            box.body()
+            Unmanaged<Box>.fromOpaque(box).release()
+            return false
         }
+        return true
     }
 
     /// Sleeps this thread for `microseconds`.

@@ -71,6 +71,10 @@ public enum ArchiveExtractor {
     public static func extract(archivePath: String, format: ArchiveFormat, stripComponents: Int,
                                into staging: String, files: [CatalogFile],
                                isCancelled: () -> Bool = { false }) throws(UnpackError) -> Result {
+        if format == .tarBz2 {
+            return try extract(bzip2: try FileInput(path: archivePath), stripComponents: stripComponents, into: staging,
+                               files: files, isCancelled: isCancelled)
+        }
         let reader = try makeReader(format: format)
         defer { glasses_archive_read_free(reader) }
         guard glasses_archive_read_open_filename(reader, archivePath, 1 << 16) == ARCHIVE_OK else {
@@ -84,37 +88,75 @@ public enum ArchiveExtractor {
     static func extract(feed: ArchiveFeed, format: ArchiveFormat, stripComponents: Int,
                         into staging: String, files: [CatalogFile],
                         isCancelled: () -> Bool = { false }) throws(UnpackError) -> Result {
+        if format == .tarBz2 {
+            return try extract(bzip2: feed, stripComponents: stripComponents, into: staging, files: files, isCancelled: isCancelled)
+        }
+        let buffer = ByteBuffer(capacity: 1 << 20)
+        return try extract(format: format, stripComponents: stripComponents, into: staging, files: files,
+                           isCancelled: isCancelled) { () throws(UnpackError) in
+            buffer.count = try feed.read(into: buffer.memory)
+            return buffer.bytes
+        }
+    }
+
+    /// The output of the largest tar end (its last record, zero blocks) decoded past the
+    /// end libarchive reads to, to check the bzip2 stream to its end marker.
+    static let maxTrailingBytes = 1 << 20
+
+    /// A tar.bz2: bzip2 decoded here, block by block on several cores (`BZip2Blocks`);
+    /// libarchive reads the tar.
+    private static func extract(bzip2 input: CompressedInput, stripComponents: Int, into staging: String,
+                                files: [CatalogFile], isCancelled: () -> Bool) throws(UnpackError) -> Result {
+        let decoder = BZip2Blocks(input: input)
+        defer { decoder.close() }
+        let result = try extract(format: .tar, stripComponents: stripComponents, into: staging, files: files,
+                                 isCancelled: isCancelled) { () throws(UnpackError) in try decoder.next() }
+        // libarchive stops at the tar's end: decode what follows (a record's zero padding)
+        // so that a damaged or truncated end of the stream is still refused.
+        var trailing = 0
+        while trailing <= maxTrailingBytes {
+            let bytes = try decoder.next()
+            if bytes.isEmpty { break }
+            trailing += bytes.count
+        }
+        return result
+    }
+
+    /// Extracts what `next` yields (the bytes it returns stay valid until its next call;
+    /// empty at the end): libarchive reads it through its read callback.
+    private static func extract(format: ArchiveFormat, stripComponents: Int, into staging: String, files: [CatalogFile],
+                                isCancelled: () -> Bool,
+                                next: @escaping () throws(UnpackError) -> UnsafeRawBufferPointer) throws(UnpackError) -> Result {
         let reader = try makeReader(format: format)
         defer { glasses_archive_read_free(reader) }
-        let source = FeedSource(feed: feed)
+        let source = CallbackSource(next: next)
         let context = Unmanaged.passUnretained(source).toOpaque()
         let rc = glasses_archive_read_open(reader, context, nil, { _, context, out in
             guard let context, let out else { return -1 }
-            return Unmanaged<FeedSource>.fromOpaque(context).takeUnretainedValue().next(out)
+            return Unmanaged<CallbackSource>.fromOpaque(context).takeUnretainedValue().read(out)
         }, nil)
         guard rc == ARCHIVE_OK else { throw source.failure ?? .unreadable(message(reader)) }
         do {
             return try extract(reader, stripComponents: stripComponents, into: staging, files: files, isCancelled: isCancelled)
         } catch {
-            // A read that failed because the feed was abandoned is that, not a damaged archive.
+            // A read that failed (the feed abandoned, damaged bzip2 data) is that, not
+            // libarchive's "truncated archive".
             throw source.failure ?? error
         }
     }
 
-    /// libarchive's read callback over a feed: one buffer, refilled on each call.
-    private final class FeedSource {
-        let feed: ArchiveFeed
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+    /// libarchive's read callback over a source of bytes; keeps the source's error.
+    private final class CallbackSource {
+        let next: () throws(UnpackError) -> UnsafeRawBufferPointer
         var failure: UnpackError?
 
-        init(feed: ArchiveFeed) { self.feed = feed }
-        deinit { buffer.deallocate() }
+        init(next: @escaping () throws(UnpackError) -> UnsafeRawBufferPointer) { self.next = next }
 
-        func next(_ out: UnsafeMutablePointer<UnsafeRawPointer?>) -> Int {
+        func read(_ out: UnsafeMutablePointer<UnsafeRawPointer?>) -> Int {
             do {
-                let n = try feed.read(into: buffer)
-                out.pointee = UnsafeRawPointer(buffer.baseAddress)
-                return n
+                let bytes = try next()
+                out.pointee = bytes.baseAddress
+                return bytes.count
             } catch {
                 failure = error
                 return -1

@@ -5,9 +5,10 @@
 ///
 /// The transfer thread moves it forward (`advance`), ends it (`finish`), or gives it up
 /// (`abandon`: a restart from zero, a failure, a cancel); the extractor thread reads.
-final class ArchiveFeed: @unchecked Sendable {
+final class ArchiveFeed: CompressedInput, @unchecked Sendable {
     // @unchecked: every field is read and written under `lock`, except `file` and `offset`,
-    // which only the extractor thread touches.
+    // which only the reading thread touches (the extractor's, or the bzip2 splitter's
+    // until the extractor has joined it).
     enum End: Equatable {
         /// Everything is on disk: read to the end of the file.
         case complete
@@ -20,6 +21,7 @@ final class ArchiveFeed: @unchecked Sendable {
     private let lock = Threads.Lock()
     private var available: Int64 = 0
     private var end: End?
+    private var interrupted = false
     private var file: FileDescriptor?
     private var offset: Int64 = 0
 
@@ -75,7 +77,8 @@ final class ArchiveFeed: @unchecked Sendable {
         let limit: Int64
         do {
             limit = try lock.withLock { () throws(UnpackError) -> Int64 in
-                while offset >= available && end == nil { lock.wait() }
+                while offset >= available && end == nil && !interrupted { lock.wait() }
+                if interrupted { throw UnpackError.cancelled }
                 if case .abandoned(let reason)? = end { throw UnpackError.abandoned(reason) }
                 return available
             }
@@ -92,6 +95,21 @@ final class ArchiveFeed: @unchecked Sendable {
             return n
         } catch {
             throw .system(error)
+        }
+    }
+
+    /// Reads from the first byte again (the bzip2 decoder's sequential fallback).
+    func rewind() {
+        lock.withLock { interrupted = false }
+        offset = 0
+    }
+
+    /// Wakes a `read` waiting for bytes: the reader is being stopped (the bzip2 decoder's
+    /// `close`). Reads throw `.cancelled` until `rewind`.
+    func interrupt() {
+        lock.withLock {
+            interrupted = true
+            lock.broadcast()
         }
     }
 }

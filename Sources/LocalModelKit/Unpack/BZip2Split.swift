@@ -1,0 +1,163 @@
+/// Compressed bytes for the bzip2 decoder, read in order from the first: a finished file
+/// (`FileInput`) or an archive still downloading (`ArchiveFeed`). One thread reads at a
+/// time.
+protocol CompressedInput: AnyObject, Sendable {
+    /// Reads the next bytes into `buffer`, waiting for them if they are still coming;
+    /// 0 at the end.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(UnpackError) -> Int
+    /// Starts again from the first byte (the sequential decoder after the parallel one).
+    func rewind()
+    /// Wakes a `read` waiting for bytes, which then throws `.cancelled`, as does every
+    /// `read` until `rewind`.
+    func interrupt()
+}
+
+/// A finished archive file, read from its start.
+final class FileInput: CompressedInput, @unchecked Sendable {
+    // @unchecked: one thread reads at a time, the splitter's and then (once it has been
+    // joined under BZip2Blocks' lock) the extractor's.
+    private let file: FileDescriptor
+    private var offset: Int64 = 0
+
+    init(path: String) throws(UnpackError) {
+        do { file = try FileDescriptor.open(path, .readOnly) } catch { throw .system(error) }
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(UnpackError) -> Int {
+        do {
+            let n = try file.read(into: buffer, at: offset)
+            offset += Int64(n)
+            return n
+        } catch {
+            throw .system(error)
+        }
+    }
+
+    func rewind() { offset = 0 }
+    func interrupt() {}
+}
+
+/// Cuts bzip2 input into blocks at their magics, for `BZip2Blocks`' workers: each block
+/// re-wrapped as a stream of its own (`BZip2Format.wrap`), its stored CRC, and with a
+/// stream's last block the stream's combined CRC. It only finds where things are; libbz2
+/// checks them.
+final class BlockSplitter {
+    /// A block cut out of the input.
+    struct Cut: Sendable {
+        /// The block as a bzip2 stream of its own.
+        var wrapped: ByteBuffer
+        var crc: UInt32
+        /// The stream's combined CRC, when the block is its stream's last.
+        var endCRC: UInt32?
+        /// Where the block starts in the input, for messages.
+        var offset: Int64
+    }
+
+    /// Why the cutting stopped early.
+    enum Stop: Error {
+        /// The input is not what the splitter can cut (damage, truncation, a false magic
+        /// that made a "block" too long): the sequential decoder decides.
+        case unexplained
+        /// The input could not be read.
+        case input(UnpackError)
+        /// The decoder is closing.
+        case closed
+    }
+
+    private let input: CompressedInput
+    /// The input not yet cut: `window[0]` is input byte `base`.
+    private var window: [UInt8] = []
+    private var base: Int64 = 0
+    private var inputEnded = false
+    private let readBuffer = ByteBuffer(capacity: 1 << 20)
+
+    init(input: CompressedInput) {
+        self.input = input
+    }
+
+    /// Cuts every stream of the input into blocks, handing each to `emit` in order.
+    /// Trailing data after a stream that opens no other stream is ignored.
+    func run(_ emit: (Cut) throws(Stop) -> Void) throws(Stop) {
+        var start = 0   // where the next stream's header is expected, in window bytes
+        var streams = 0
+        while true {
+            try fill(to: start + 10)
+            if streams > 0 {
+                let opens = window.count - start >= 10 && window.withUnsafeBytes {
+                    BZip2Format.opensStream(UnsafeRawBufferPointer(rebasing: $0[start..<(start + 10)]))
+                }
+                if !opens { return }
+            }
+            guard window.count - start >= 10, let level = window.withUnsafeBytes({
+                BZip2Format.level(ofHeader: UnsafeRawBufferPointer(rebasing: $0[start...]))
+            }) else { throw .unexplained }
+            var position = (start + 4) * 8
+            var magic = bits(at: position, count: 48)
+            let empty = magic == BZip2Format.endMagic
+            while magic == BZip2Format.blockMagic {
+                let (cut, next, isEnd) = try cutBlock(at: position, level: level)
+                try emit(cut)
+                // Drop what no later block needs.
+                let drop = next >> 3
+                window.removeFirst(drop)
+                base += Int64(drop)
+                position = next - drop * 8
+                magic = isEnd ? BZip2Format.endMagic : BZip2Format.blockMagic
+            }
+            guard magic == BZip2Format.endMagic else { throw .unexplained }
+            try fill(to: (position + 80 + 7) >> 3)
+            guard window.count * 8 >= position + 80 else { throw .unexplained }
+            // A stream without blocks has a combined CRC of zero; the reader checks the others.
+            if empty && bits(at: position + 48, count: 32) != 0 { throw .unexplained }
+            start = (position + 80 + 7) >> 3
+            streams += 1
+        }
+    }
+
+    /// The block at bit `position`, up to the next magic; where that magic starts and
+    /// whether it is the stream's end marker.
+    private func cutBlock(at position: Int, level: UInt8) throws(Stop) -> (Cut, next: Int, isEnd: Bool) {
+        try fill(to: (position + 80 + 7) >> 3)
+        guard window.count * 8 >= position + 80 else { throw .unexplained }
+        let crc = UInt32(bits(at: position + 48, count: 32))
+        var resume = 0
+        var found: (position: Int, isEnd: Bool)?
+        while true {
+            found = window.withUnsafeBytes { BZip2Format.findMagic(in: $0, from: position + 80, resume: &resume) }
+            if found != nil { break }
+            if window.count - (position >> 3) > BZip2Format.maxBlockBytes || inputEnded { throw .unexplained }
+            try readMore()
+        }
+        guard let (next, isEnd) = found, next - position <= BZip2Format.maxBlockBytes * 8 else { throw .unexplained }
+        var endCRC: UInt32?
+        if isEnd {
+            try fill(to: (next + 80 + 7) >> 3)
+            guard window.count * 8 >= next + 80 else { throw .unexplained }
+            endCRC = UInt32(bits(at: next + 48, count: 32))
+        }
+        let first = position >> 3
+        let wrapped = window.withUnsafeBytes {
+            BZip2Format.wrap(UnsafeRawBufferPointer(rebasing: $0[first..<((next + 7) >> 3)]), startBit: position & 7,
+                             bitCount: next - position, level: level, crc: crc)
+        }
+        let cut = Cut(wrapped: wrapped, crc: crc, endCRC: endCRC, offset: base + Int64(first))
+        return (cut, next, isEnd)
+    }
+
+    /// Reads until the window holds `count` bytes or the input ends.
+    private func fill(to count: Int) throws(Stop) {
+        while window.count < count && !inputEnded { try readMore() }
+    }
+
+    private func readMore() throws(Stop) {
+        let n: Int
+        do { n = try input.read(into: readBuffer.memory) } catch { throw .input(error) }
+        if n == 0 { inputEnded = true } else { window.append(contentsOf: UnsafeRawBufferPointer(rebasing: readBuffer.memory[0..<n])) }
+    }
+
+    private func bits(at position: Int, count: Int) -> UInt64 {
+        window.withUnsafeBytes { BZip2Format.bits($0, at: position, count: count) }
+    }
+}
+
+@available(*, unavailable) extension BlockSplitter: Sendable {}

@@ -1,0 +1,360 @@
+// The bzip2 decoder of tar.bz2 installs (Unpack/BZip2*.swift): blocks cut at their magics
+// and decoded on several threads give bunzip2's bytes; damage and truncation are typed
+// errors; closing or cancelling stops its threads, also while it waits for bytes still
+// downloading.
+import Foundation
+import GlassesTestSupport
+import Testing
+@testable import LocalModelKit
+
+/// Serialized: the thread checks count this process's `gl-bz2` threads, which only this
+/// suite starts in process.
+@Suite("bzip2 decoded block by block on several cores", .ownThreads, .serialized)
+struct BZip2Tests {
+    // MARK: Fixtures
+
+    /// Bytes that give blocks of every kind: random stretches, short runs (bzip2's first
+    /// run-length stage), and a long run of zeros whose one block decodes to megabytes.
+    static func mixedBytes(_ count: Int, seed: UInt64 = 0x9E37_79B9_7F4A_7C15) -> [UInt8] {
+        var state = seed
+        func next() -> UInt64 {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            return state
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(count)
+        var longRun = count >= 2 << 20
+        while out.count < count {
+            let r = next()
+            if longRun && out.count >= count / 2 {
+                out += [UInt8](repeating: 0, count: 5 << 20)
+                longRun = false
+            }
+            switch r % 4 {
+            case 0: out += [UInt8](repeating: UInt8(truncatingIfNeeded: r >> 8), count: Int((r >> 16) % 3000))
+            case 1: for _ in 0..<512 { out.append(UInt8(truncatingIfNeeded: next())) }
+            default: for _ in 0..<512 { out.append(UInt8(truncatingIfNeeded: next() % 64) + 32) }
+            }
+        }
+        return Array(out.prefix(count))
+    }
+
+    /// Compresses `bytes` with the bzip2 tool at `level` (blocks of level × 100 kB).
+    static func compress(_ bytes: [UInt8], level: Int, in dir: String, name: String = "data") throws -> [UInt8] {
+        let path = dir + "/" + name
+        try StoreTestSupport.writeFile(path, bytes)
+        let r = try ChildProcess.run("/bin/sh", ["-c", "bzip2 -\(level) -c \"$1\" > \"$1.bz2\"", "sh", path])
+        try #require(r.status == 0, "\(r)")
+        return try StoreTestSupport.readFile(path + ".bz2")
+    }
+
+    /// What bunzip2 makes of `compressed`, and whether it accepted it.
+    static func bunzip2(_ compressed: [UInt8], in dir: String) throws -> (bytes: [UInt8], ok: Bool) {
+        let path = dir + "/reference.bz2"
+        try StoreTestSupport.writeFile(path, compressed)
+        let r = try ChildProcess.run("/bin/sh", ["-c", "bzip2 -dc \"$1\" > \"$1.out\"", "sh", path])
+        return (try StoreTestSupport.readFile(path + ".out"), r.status == 0)
+    }
+
+    /// Everything a decoder yields.
+    static func decodeAll(_ decoder: BZip2Blocks) throws(UnpackError) -> [UInt8] {
+        var out: [UInt8] = []
+        while true {
+            let bytes = try decoder.next()
+            if bytes.isEmpty { return out }
+            out += bytes
+        }
+    }
+
+    /// Whether this process's bzip2 threads are all gone. A thread that `close()` has
+    /// joined may still be returning from its last call for a moment: polled, with a hang
+    /// guard, not a time bound.
+    static func decoderThreadsEnd() -> Bool {
+        StoreTestSupport.waitUntil(seconds: 60) { decoderThreads().isEmpty }
+    }
+
+    /// This process's bzip2 threads (their names, from /proc).
+    static func decoderThreads() -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .filter { $0.hasPrefix("gl-bz2") }
+    }
+
+    // MARK: Decoding
+
+    @Test("a multi-block bzip2 file decodes block by block on 1, 2 and 4 threads, read whole or a few bytes at a time, to bunzip2's bytes",
+          arguments: [(1, 1 << 20), (2, 1 << 20), (4, 1 << 20), (2, 997)])
+    func parallelEqualsBunzip2(workers: Int, readSize: Int) throws {
+        try StoreTestSupport.withTempDir { dir in
+            let compressed = try Self.compress(Self.mixedBytes(6 << 20), level: 1, in: dir)
+            let reference = try Self.bunzip2(compressed, in: dir)
+            try #require(reference.ok)
+            let decoder = BZip2Blocks(input: ChunkedInput(compressed, readSize: readSize), workers: workers)
+            defer { decoder.close() }
+            let decoded = try Self.decodeAll(decoder)
+            #expect(decoded.count == reference.bytes.count)
+            #expect(decoded == reference.bytes, "the blocks' output, in order, is bunzip2's")
+            let stats = decoder.statistics
+            #expect(stats.workers == workers && stats.blocks > 10 && !stats.fellBack,
+                    "cut into blocks for \(workers) decoding threads, none refused: \(stats)")
+        }
+    }
+
+    @Test("a block of runs that decodes to 45 MB is checked by its worker, then decoded again as the reader reaches it: bunzip2's bytes")
+    func bigBlockIsReplayed() throws {
+        try StoreTestSupport.withTempDir { dir in
+            // Level 9 blocks of zeros: 900 kB of 5-byte runs each, 45 MB out.
+            let data = Self.mixedBytes(1 << 20, seed: 7) + [UInt8](repeating: 0, count: 100 << 20) + Self.mixedBytes(1 << 20, seed: 8)
+            let compressed = try Self.compress(data, level: 9, in: dir)
+            let reference = try Self.bunzip2(compressed, in: dir)
+            try #require(reference.ok && reference.bytes == data)
+            let decoder = BZip2Blocks(input: ChunkedInput(compressed, readSize: 1 << 20), workers: 2)
+            defer { decoder.close() }
+            #expect(try Self.decodeAll(decoder) == reference.bytes)
+            let stats = decoder.statistics
+            #expect(stats.replayed >= 2 && !stats.fellBack, "the 45 MB blocks were not kept but decoded again: \(stats)")
+        }
+    }
+
+    @Test("streams back to back (pbzip2's layout), an empty stream among them, and trailing bytes decode to bunzip2's bytes")
+    func concatenatedStreams() throws {
+        try StoreTestSupport.withTempDir { dir in
+            let a = try Self.compress(Self.mixedBytes(700 << 10, seed: 1), level: 2, in: dir, name: "a")
+            let empty = try Self.compress([], level: 9, in: dir, name: "empty")
+            let b = try Self.compress(Self.mixedBytes(300 << 10, seed: 2), level: 9, in: dir, name: "b")
+            let joined = a + empty + b
+            let reference = try Self.bunzip2(joined, in: dir)
+            try #require(reference.ok)
+            for input in [joined, joined + Array("trailing, not bzip2\n".utf8)] {
+                let decoder = BZip2Blocks(input: ChunkedInput(input, readSize: 4093), workers: 2)
+                defer { decoder.close() }
+                #expect(try Self.decodeAll(decoder) == reference.bytes)
+                #expect(!decoder.statistics.fellBack, "\(decoder.statistics)")
+            }
+        }
+    }
+
+    /// The symbol map of a block (16 bits saying which ranges of 16 byte values occur, then
+    /// 16 bits per range used) spells the block magic 0x314159265359 when the data uses just
+    /// these byte values: ranges 2, 3, 7, 9 and 15 (0x3141), in range 2 the values of
+    /// 0x5926, in range 3 those of 0x5359. So every block holds a false magic 105 bits in.
+    static let magicSpellingAlphabet: [UInt8] = [33, 35, 36, 39, 42, 45, 46, 49, 51, 54, 55, 57, 59, 60, 63, 112, 144, 240]
+
+    @Test("a block magic inside a block (its symbol map spells it) after blocks already handed out costs one sequential decode, never the output")
+    func falseMagicFallsBack() throws {
+        try StoreTestSupport.withTempDir { dir in
+            // No byte twice in a row: a run of 4 would add its length byte to the map.
+            var state: UInt64 = 42
+            var data: [UInt8] = []
+            while data.count < 900 << 10 {
+                state ^= state << 13; state ^= state >> 7; state ^= state << 17
+                let byte = Self.magicSpellingAlphabet[Int(state % UInt64(Self.magicSpellingAlphabet.count))]
+                if byte != data.last { data.append(byte) }
+            }
+            // A stream of ordinary blocks first, so that the fallback starts after output
+            // was handed out and must skip exactly that.
+            let ordinary = try Self.compress(Self.mixedBytes(1 << 20), level: 1, in: dir, name: "ordinary")
+            let compressed = ordinary + (try Self.compress(data, level: 1, in: dir))
+            // The map really spells the magic: 105 bits into the second stream's first block.
+            let magicAt = compressed.withUnsafeBytes { BZip2Format.bits($0, at: ordinary.count * 8 + 32 + 105, count: 48) }
+            try #require(magicAt == BZip2Format.blockMagic)
+            let reference = try Self.bunzip2(compressed, in: dir)
+            try #require(reference.ok)
+            let decoder = BZip2Blocks(input: ChunkedInput(compressed, readSize: 1 << 20), workers: 2)
+            defer { decoder.close() }
+            #expect(try Self.decodeAll(decoder) == reference.bytes)
+            #expect(decoder.statistics.fellBack, "the false cut was noticed and the rest decoded in one piece")
+        }
+    }
+
+    // MARK: Damage
+
+    enum Damage: String, CaseIterable, CustomTestStringConvertible {
+        case blockData = "a byte in the middle of block 4's data"
+        case blockCRC = "block 3's stored CRC"
+        case streamCRC = "the stream's combined CRC"
+        case truncatedHalf = "cut in half"
+        case truncatedEnd = "the end marker cut off"
+        var testDescription: String { rawValue }
+    }
+
+    @Test("damaged or truncated bzip2 data fails with UnpackError.unreadable in libbz2's words, as bunzip2 refuses it",
+          arguments: Damage.allCases)
+    func damageIsTyped(_ damage: Damage) throws {
+        try StoreTestSupport.withTempDir { dir in
+            var bytes = try Self.compress(Self.mixedBytes(2 << 20), level: 1, in: dir)
+            // Where the blocks start, found the way the splitter finds them.
+            var starts: [Int] = []
+            var resume = 0
+            var from = 32
+            while let found = bytes.withUnsafeBytes({ BZip2Format.findMagic(in: $0, from: from, resume: &resume) }), !found.isEnd {
+                starts.append(found.position)
+                from = found.position + 48
+                resume = 0
+            }
+            try #require(starts.count > 5 && starts[0] == 32, "\(starts.count) blocks")
+            switch damage {
+            case .blockData: bytes[(starts[3] + starts[4]) / 16] ^= 0x55
+            case .blockCRC: bytes[(starts[2] + 48 + 8) / 8] ^= 0x01
+            case .streamCRC: bytes[bytes.count - 2] ^= 0x10
+            case .truncatedHalf: bytes = Array(bytes.prefix(bytes.count / 2))
+            case .truncatedEnd: bytes = Array(bytes.prefix(bytes.count - 8))
+            }
+            #expect(try !Self.bunzip2(bytes, in: dir).ok, "bunzip2 refuses it too")
+            let decoder = BZip2Blocks(input: ChunkedInput(bytes, readSize: 1 << 20), workers: 2)
+            defer { decoder.close() }
+            let error = #expect(throws: UnpackError.self) { _ = try Self.decodeAll(decoder) }
+            guard case .unreadable(let message)? = error else {
+                Issue.record("not .unreadable: \(String(describing: error))")
+                return
+            }
+            switch damage {
+            case .blockData, .blockCRC, .streamCRC: #expect(message.contains("damaged"), "\(message)")
+            case .truncatedHalf, .truncatedEnd: #expect(message.contains("truncated"), "\(message)")
+            }
+        }
+    }
+
+    // MARK: Stopping
+
+    @Test("close() mid-stream ends every decoder thread, also while the splitter waits for bytes still downloading")
+    func closeWhileWaitingForBytes() throws {
+        try StoreTestSupport.withTempDir { dir in
+            let compressed = try Self.compress(Self.mixedBytes(3 << 20), level: 1, in: dir)
+            // A third of the archive has arrived, and the download goes on (no finish).
+            let path = dir + "/partial.bz2"
+            try StoreTestSupport.writeFile(path, compressed)
+            let feed = ArchiveFeed(path: path)
+            feed.advance(to: Int64(compressed.count / 3))
+            let decoder = BZip2Blocks(input: feed, workers: 2)
+            let first = try decoder.next()
+            #expect(!first.isEmpty, "the first block decoded from the bytes that arrived")
+            #expect(!Self.decoderThreads().isEmpty, "the decoder runs on threads of its own")
+            let closed = Locked(false)
+            Threads.start(name: "test-close") {
+                decoder.close()
+                closed.withLock { $0 = true }
+            }
+            // A hang guard, not a time bound: close waits for at most one decoding step.
+            #expect(StoreTestSupport.waitUntil(seconds: 120) { closed.withLock { $0 } }, "close() returned")
+            #expect(Self.decoderThreadsEnd(), "no decoder thread outlives close(): \(Self.decoderThreads())")
+        }
+    }
+
+    @Test("an extraction cancelled mid-decode throws .cancelled and leaves no decoder thread")
+    func cancelMidDecode() throws {
+        try StoreTestSupport.withTempDir { dir in
+            let (archive, files) = try Self.tarBz2(in: dir, files: 12, size: 700 << 10)
+            let staging = dir + "/staging"
+            try FileIO.createDirectory(staging)
+            let checks = Locked(0)
+            let error = #expect(throws: UnpackError.self) {
+                _ = try ArchiveExtractor.extract(archivePath: archive, format: .tarBz2, stripComponents: 1, into: staging,
+                                                 files: files, isCancelled: { checks.withLock { $0 += 1; return $0 > 3 } })
+            }
+            #expect(error == .cancelled)
+            let written = (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
+            #expect(written.count < files.count, "stopped before the end: \(written.count) of \(files.count) files")
+            #expect(Self.decoderThreadsEnd(), "\(Self.decoderThreads())")
+        }
+    }
+
+    // MARK: Through the extractor
+
+    /// A tar.bz2 of `files` files of `size` mixed bytes under `model/`, level 1 (many
+    /// blocks), and the catalog's view of them.
+    static func tarBz2(in dir: String, files count: Int, size: Int) throws -> (path: String, files: [CatalogFile]) {
+        var files: [CatalogFile] = []
+        for i in 0..<count {
+            let bytes = mixedBytes(size + i, seed: UInt64(i + 1))
+            try StoreTestSupport.writeFile(dir + "/src/model/part-\(i).bin", bytes)
+            files.append(CatalogFile(path: "part-\(i).bin", size: Int64(bytes.count), sha256: try SHA256Hasher.hash(bytes)))
+        }
+        let archive = dir + "/model.tar.bz2"
+        let r = try ChildProcess.run("/bin/sh", ["-c", "tar -C \"$1/src\" -cf - model | bzip2 -1 > \"$2\"", "sh", dir, archive])
+        try #require(r.status == 0, "\(r)")
+        return (archive, files)
+    }
+
+    @Test("a multi-block tar.bz2 extracts byte-identical from the finished file and from a feed that grows as it downloads")
+    func extractorBothWays() throws {
+        try StoreTestSupport.withTempDir { dir in
+            let (archive, files) = try Self.tarBz2(in: dir, files: 6, size: 900 << 10)
+            let size = Int64(try StoreTestSupport.readFile(archive).count)
+            for way in ["file", "feed"] {
+                let staging = dir + "/staging-" + way
+                try FileIO.createDirectory(staging)
+                let result: ArchiveExtractor.Result
+                if way == "file" {
+                    result = try ArchiveExtractor.extract(archivePath: archive, format: .tarBz2, stripComponents: 1,
+                                                          into: staging, files: files)
+                } else {
+                    // The "download": the feed advances 64 KiB at a time from another thread.
+                    let feed = ArchiveFeed(path: archive)
+                    Threads.start(name: "test-feed") {
+                        var at: Int64 = 0
+                        while at < size {
+                            at = min(size, at + (64 << 10))
+                            feed.advance(to: at)
+                            Threads.sleep(microseconds: 200)
+                        }
+                        feed.finish(at: size)
+                    }
+                    result = try ArchiveExtractor.extract(feed: feed, format: .tarBz2, stripComponents: 1, into: staging, files: files)
+                }
+                for file in files {
+                    #expect(result.hashes[file.path] == file.sha256, "\(way): \(file.path)")
+                    let bytes = try StoreTestSupport.readFile(staging + "/" + file.path)
+                    #expect(try SHA256Hasher.hash(bytes) == file.sha256, "\(way): \(file.path) on disk")
+                }
+            }
+            #expect(Self.decoderThreadsEnd(), "\(Self.decoderThreads())")
+        }
+    }
+
+    @Test("a corrupt tar.bz2 is refused by the extractor with .unreadable, nothing half-trusted")
+    func extractorRefusesDamage() throws {
+        try StoreTestSupport.withTempDir { dir in
+            let (archive, files) = try Self.tarBz2(in: dir, files: 4, size: 600 << 10)
+            var bytes = try StoreTestSupport.readFile(archive)
+            bytes[bytes.count / 2] ^= 0x40
+            try FileIO.writeFileAtomically(bytes, toPath: archive)
+            let staging = dir + "/staging"
+            try FileIO.createDirectory(staging)
+            let error = #expect(throws: UnpackError.self) {
+                _ = try ArchiveExtractor.extract(archivePath: archive, format: .tarBz2, stripComponents: 1, into: staging, files: files)
+            }
+            guard case .unreadable(let message)? = error else {
+                Issue.record("not .unreadable: \(String(describing: error))")
+                return
+            }
+            #expect(message.contains("bzip2") && message.contains("damaged"), "\(message)")
+        }
+    }
+}
+
+/// Compressed bytes from memory, `readSize` at most per read.
+final class ChunkedInput: CompressedInput, @unchecked Sendable {
+    // @unchecked: read by one thread at a time, as the decoder promises.
+    private let bytes: [UInt8]
+    private let readSize: Int
+    private var offset = 0
+
+    init(_ bytes: [UInt8], readSize: Int) {
+        self.bytes = bytes
+        self.readSize = readSize
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(UnpackError) -> Int {
+        let n = min(readSize, buffer.count, bytes.count - offset)
+        bytes.withUnsafeBytes { source in
+            if n > 0, let from = source.baseAddress, let to = buffer.baseAddress { to.copyMemory(from: from + offset, byteCount: n) }
+        }
+        offset += n
+        return n
+    }
+
+    func rewind() { offset = 0 }
+    func interrupt() {}
+}
