@@ -233,7 +233,9 @@ struct TransferFaultTests {
             let k = 20_000
             try world.serve("xrun", file, ["hold": k, "hold_times": 1])
             let engine = world.engine("xrun", [file])
-            let first = Task { await transferDownload(engine, "xrun", policy: transferTestPolicy(stallTimeout: 30)) }
+            // Held until cancelled (no stall retry), however long the test's own polling waits
+            // for a thread: the kept bytes are still there when it looks.
+            let first = Task { await transferDownload(engine, "xrun", policy: transferTestPolicy(stallTimeout: 600)) }
             let partial = world.partialFile("xrun", file.path)
             #expect(await transferEventually(10) { FileIO.regularFileSize(partial) == Int64(k) }, "the first \(k) bytes reach the partial file")
             first.cancel()
@@ -370,7 +372,9 @@ struct TransferFaultTests {
             let k = 20_000
             try world.serve("changed", v1, ["hold": k, "hold_times": 1])
             let engine = world.engine("changed", [v2])
-            let first = Task { await transferDownload(engine, "changed", policy: transferTestPolicy(stallTimeout: 30)) }
+            // Held until cancelled (no stall retry), however long the test's own polling waits
+            // for a thread: the kept bytes are still there when it looks.
+            let first = Task { await transferDownload(engine, "changed", policy: transferTestPolicy(stallTimeout: 600)) }
             #expect(await transferEventually(10) { FileIO.regularFileSize(world.partialFile("changed", v1.path)) == Int64(k) })
             first.cancel()
             _ = await first.value

@@ -1,8 +1,9 @@
 import FoundationEssentials
 
-/// The one writer of a download's state to the records. A download reads the records once,
-/// when it starts (what earlier runs left: the install, its files, the validators saved for
-/// `If-Range`), and from then on only writes, through this type, at its checkpoints:
+/// The one writer of a download's state to the records. A download reads its model's
+/// records once, when it starts (what earlier runs left: the install, its files, the
+/// validators saved for `If-Range`; with the space others reserved and the files installs
+/// hold), and from then on only writes, through this type, at its checkpoints:
 /// the start (reservation, partial record), the transfer's ticks (validators, reservation),
 /// the install's commit, or the failure. Nothing it wrote is read back.
 final class DownloadRecorder {
@@ -27,6 +28,10 @@ final class DownloadRecorder {
         var files: [FileRecord]
         /// Validators an earlier run saved, by catalog path (`@archive` for an archive).
         var validators: [String: FileRecord]
+        /// Space other downloads have reserved (for the space check).
+        var reservedByOthers: Int64
+        /// `sha256:size` of the files installed models hold (linked, never downloaded).
+        var held: Set<String>
     }
 
     init(records: Records, model: CatalogModel, catalogVersion: Int,
@@ -40,7 +45,8 @@ final class DownloadRecorder {
             prior = try records.read { ctx in
                 let saved = try ctx.partialFiles(id)
                 return Prior(install: try ctx.install(id), files: try ctx.files(id),
-                             validators: Dictionary(saved.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a }))
+                             validators: Dictionary(saved.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a }),
+                             reservedByOthers: try ctx.reservedBytes(excluding: id), held: try ctx.heldFiles())
             }
         } catch { throw .wrap(error, modelId: id) }
         createdAt = prior.install?.createdAt

@@ -66,7 +66,7 @@ extension DownloadRun {
         let copies = LocalCopies(model, in: place)
         var report = ImportReport(modelId: id, place: place.description, folder: copies.folder, files: [], installed: false,
                                   alreadyInstalled: false, path: nil)
-        if recorder.prior.install?.state == .installed, FileIO.isDirectory(finalPath), model.matches(recorded: recorder.prior.files) {
+        if isInstalledAsIs(finalPath) {
             report.files = model.files.map { ImportedFile(path: $0.path, outcome: .present) }
             (report.installed, report.alreadyInstalled, report.path) = (true, true, finalPath)
             return report

@@ -45,7 +45,7 @@ final class DownloadRun {
             return finalPath
         }
         // Already installed with exactly these files: nothing to do.
-        if recorder.prior.install?.state == .installed, FileIO.isDirectory(finalPath), model.matches(recorded: recorder.prior.files) {
+        if isInstalledAsIs(finalPath) {
             emitFinalProgress()
             onEvent(.done(path: finalPath, alreadyInstalled: true))
             return finalPath
@@ -54,9 +54,9 @@ final class DownloadRun {
         // Space, before any byte moves (counting other downloads' reservations).
         let fit: StorageFit
         do {
-            let reserved = try records.read { try $0.reservedBytes(excluding: id) }
             let space = try engine.probe.space(at: layout.root)
-            fit = engine.storageFit(model, installed: false, space: space, reservedByOthers: reserved)
+            fit = engine.storageFit(model, installed: false, space: space, reservedByOthers: recorder.prior.reservedByOthers,
+                                    held: recorder.prior.held)
         } catch { throw io(error) }
         guard fit.fits else {
             throw .insufficientStorage(modelId: id, requiredMb: fit.requiredMb, availableMb: fit.availableMb)
@@ -73,6 +73,11 @@ final class DownloadRun {
             recorder.failed(error)
             throw error
         }
+    }
+
+    /// Whether the model is installed at `finalPath` with exactly the catalog's files.
+    func isInstalledAsIs(_ finalPath: String) -> Bool {
+        recorder.prior.install?.state == .installed && FileIO.isDirectory(finalPath) && model.matches(recorded: recorder.prior.files)
     }
 
     /// Links and special files in this model's partial and staging data, or in place of its

@@ -9,11 +9,9 @@ final class HashWorker: @unchecked Sendable {
     // touched only by the worker until `drain()` returns, then only by its job again.
     private struct Item {
         let hasher: SHA256Hasher
-        /// A whole buffer; the first `count` bytes are hashed.
+        /// A staging buffer; its first `count` bytes are hashed.
         let buffer: UnsafeMutableRawBufferPointer
         let count: Int
-        /// Whether the buffer is a pooled staging buffer (else a copy, freed after).
-        let pooled: Bool
     }
     /// The size of a staging buffer: one `write` and one hand-off per this many bytes.
     static let bufferSize = 256 << 10
@@ -58,22 +56,10 @@ final class HashWorker: @unchecked Sendable {
     /// then it returns to the pool. The caller no longer touches it.
     func feed(_ hasher: SHA256Hasher, buffer: UnsafeMutableRawBufferPointer, count: Int) {
         guard count > 0 else { return giveBack(buffer) }
-        enqueue(Item(hasher: hasher, buffer: buffer, count: count, pooled: true))
-    }
-
-    /// Hashes a copy of `bytes` (a resume base read from disk, or a few bytes).
-    func feed(_ hasher: SHA256Hasher, _ bytes: UnsafeRawBufferPointer) {
-        guard bytes.count > 0 else { return }
-        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 16)
-        copy.copyMemory(from: bytes)
-        enqueue(Item(hasher: hasher, buffer: copy, count: bytes.count, pooled: false))
-    }
-
-    private func enqueue(_ item: Item) {
         condition.lock()
         while queuedBytes > limit && !stopping { condition.wait() }
-        queue.append(item)
-        queuedBytes += item.count
+        queue.append(Item(hasher: hasher, buffer: buffer, count: count))
+        queuedBytes += count
         condition.broadcast()
         condition.unlock()
     }
@@ -114,7 +100,7 @@ final class HashWorker: @unchecked Sendable {
             var free: UnsafeMutableRawBufferPointer? = item.buffer
 
             condition.lock()
-            if item.pooled && pool.count < Self.poolLimit {
+            if pool.count < Self.poolLimit {
                 pool.append(item.buffer)
                 free = nil
             }
