@@ -149,6 +149,8 @@ extension StoreLayout {
             try createDirectory(damagedCatalogRoot)
             if FileIO.exists(path + ".sig") { try rename(path + ".sig", to: target + ".sig") }
             if FileIO.exists(path) { try rename(path, to: target) }
+            // Durable before the history says so (P15).
+            try FileIO.syncFolders([FileIO.parent(of: path), damagedCatalogRoot], below: root)
         } catch {
             return nil
         }

@@ -112,6 +112,23 @@ public struct StoreLayout: Sendable, Equatable {
         try FileIO.removeTree(path, below: root)
     }
 
+    /// Removes a model's folder (out of its place in one rename first, so it is never seen
+    /// half removed), its partial data and staging leftovers, and makes the removals durable
+    /// (P15). Returns the bytes freed. The caller holds the model's lock.
+    public func removeModelData(_ id: String, folder: String) throws(SystemError) -> Int64 {
+        let aside = stagingRoot + "/" + id + ".deleting"
+        var freed: Int64 = 0
+        if FileIO.exists(folder) {
+            try remove(aside)
+            try rename(folder, to: aside)
+        }
+        for path in [aside, partialPath(id: id), partialArchivePath(id: id), stagingPath(id: id)] {
+            freed += try remove(path)
+        }
+        try FileIO.syncFolders([FileIO.parent(of: folder), stagingRoot, partialRoot], below: root)
+        return freed
+    }
+
     /// `rename` inside the store; no folder on either side is reached through a link.
     public func rename(_ from: String, to: String) throws(SystemError) {
         try FileIO.rename(from, to: to, below: root)

@@ -43,6 +43,11 @@ public struct FileIdentity: Sendable, Hashable {
         device = UInt64(truncatingIfNeeded: st.st_dev)
         inode = UInt64(truncatingIfNeeded: st.st_ino)
     }
+
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
 }
 
 /// A moment a file system recorded: seconds since 1970 and the nanoseconds after them.
