@@ -298,6 +298,8 @@ extension LocalModelEngine {
                 let path = layout.stagingRoot + "/" + name
                 removed.append((path, try layout.remove(path)))
             }
+            // The removals are durable before the history reports them (P15).
+            if !removed.isEmpty { try FileIO.syncFolders([layout.partialRoot, layout.stagingRoot], below: layout.root) }
             try records.write { ctx in
                 for model in catalog.models where !FileIO.exists(layout.partialPath(id: model.id)) && !FileIO.exists(layout.partialArchivePath(id: model.id)) {
                     try ctx.clearPartialFiles(model.id)
