@@ -82,8 +82,11 @@ public struct FileStatus: Sendable, Equatable {
     public var modified: FileTimestamp
     /// The last change of the file's bytes or its metadata (names, mode, owner).
     public var statusChanged: FileTimestamp
+    /// Whether the file belongs to the user this process runs as (its effective user).
+    public var ownedByThisUser: Bool
 
     init(_ st: stat) {
+        ownedByThisUser = st.st_uid == geteuid()
         kind = FileKind(mode: st.st_mode)
         permissions = st.st_mode & 0o7777
         size = Int64(st.st_size)
