@@ -96,6 +96,15 @@ public struct StoreLayout: Sendable, Equatable {
                 continue
             }
         }
+        // The stored catalog's folders are made when a catalog is first accepted; a link in
+        // their place is removed like the others (else `catalog update` could never write
+        // there, and the stored catalog would be read through it).
+        for dir in [catalogRoot, rotatedKeysRoot, damagedCatalogRoot] {
+            if let found = try FileIO.status(dir), found.kind == .symbolicLink {
+                try FileIO.removeTree(dir, below: root)
+                removed.append(dir)
+            }
+        }
         return removed
     }
 
