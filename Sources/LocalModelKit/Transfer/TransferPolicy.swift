@@ -119,7 +119,8 @@ public enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
             return "the netrc file cannot be used: \(error.message). Point NETRC at a regular file (or remove ~/.netrc)"
         case let .tokenFile(path, namedBy, error):
             let named = namedBy == "HF_TOKEN_PATH" ? "HF_TOKEN_PATH names" : (namedBy == "HOME" ? "the default token file is" : "\(namedBy) puts the token file at")
-            return "the Hugging Face token file cannot be read (\(named) \(path)): \(error.message). Nothing was sent. Remove \(path) (then 'hf auth login' writes a token there), or point HF_TOKEN_PATH at a regular file holding the token, or set HF_TOKEN"
+            let fix = error.isPermissionDenied ? "Make \(path) readable by this user (chmod 600 as its owner)" : "Remove \(path) (then 'hf auth login' writes a token there)"
+            return "the Hugging Face token file cannot be read (\(named) \(path)): \(error.message). Nothing was sent. \(fix), or point HF_TOKEN_PATH at a regular file holding the token, or set HF_TOKEN"
         case let .tokenText(from, problem):
             let fix = from.hasPrefix("$") ? "set \(from.dropFirst()) to the token alone" : "write the token alone into \(from) ('hf auth login' does)"
             return "the Hugging Face token from \(from) cannot be sent: \(problem). It was not sent; \(fix)"
