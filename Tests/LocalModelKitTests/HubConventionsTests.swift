@@ -50,6 +50,24 @@ private func hubDownload(_ engine: LocalModelEngine, _ id: String, _ policy: Tra
     return await task.value
 }
 
+/// A one-file model on the world's server, asking for the token.
+private func servedHubModel(_ world: TransferWorld, _ id: String, seed: Int) throws -> (LocalModelEngine, ServedFile) {
+    let file = try ServedFile("model.bin", size: 10_000, seed: seed)
+    try world.serve(id, file)
+    return (hubEngine(world, id, [file], base: world.server.origin + world.serverPath(id, "")), file)
+}
+
+/// The download of `id` with `env`, which must fail before any request: the error, after
+/// checking that nothing but the test's own questions reached the server.
+private func failsBeforeAnyRequest(_ world: TransferWorld, _ engine: LocalModelEngine, _ id: String, _ env: [String: String],
+                                   sourceLocation: SourceLocation = #_sourceLocation) async throws -> LocalModelError {
+    let before = try world.server.connections()
+    let result = await hubDownload(engine, id, hubPolicy(env, home: world.root))
+    let error = try #require(transferFailure(result, sourceLocation: sourceLocation), sourceLocation: sourceLocation)
+    #expect(try world.server.connections() == before + 1, "a request reached the server: \(error)", sourceLocation: sourceLocation)
+    return error
+}
+
 /// Runs `script` with python3 (argument: `input` as JSON) and decodes its JSON answer.
 private func python<T: Decodable>(_ script: String, _ input: Any, as type: T.Type) throws -> T {
     let argument = String(decoding: try JSONSerialization.data(withJSONObject: input), as: UTF8.self)
@@ -396,12 +414,9 @@ struct HubConventionTransferTests {
             try world.serve("elsewhere", file)
             let hub = hubEngine(world, "hub", [file], base: "https://huggingface.co/o/hub/resolve/main/")
             for bad in ["http://hf-mirror.com", "hf-mirror.com"] {
-                let before = try world.server.connections()
-                let result = await hubDownload(hub, "hub", hubPolicy(["HF_ENDPOINT": bad], home: world.root))
-                let error = try #require(transferFailure(result))
+                let error = try await failsBeforeAnyRequest(world, hub, "hub", ["HF_ENDPOINT": bad])
                 #expect(error.code == .invalidSetting && error.exitStatus == 1, "\(error)")
                 #expect(error.description.contains("HF_ENDPOINT=\(bad)") && error.description.contains("unset it"), "\(error)")
-                #expect(try world.server.connections() == before + 1)
             }
             let elsewhere = hubEngine(world, "elsewhere", [file], base: world.server.origin + "/m/elsewhere/")
             let result = await hubDownload(elsewhere, "elsewhere", hubPolicy(["HF_ENDPOINT": "http://hf-mirror.com"], home: world.root))
@@ -412,9 +427,7 @@ struct HubConventionTransferTests {
     @Test("a token file that is a FIFO or a folder fails the download at once with code tokenUnusable (exit 77) naming it, and nothing is requested; with $HF_TOKEN set the file does not matter")
     func unusableTokenFile() async throws {
         try await withTransferWorld { world in
-            let file = try ServedFile("model.bin", size: 10_000, seed: 85)
-            try world.serve("tf", file)
-            let engine = hubEngine(world, "tf", [file], base: world.server.origin + "/m/tf/")
+            let (engine, file) = try servedHubModel(world, "tf", seed: 85)
             try makeFIFO(world.root + "/token-fifo")
             try FileManager.default.createDirectory(atPath: world.root + "/home/.cache/huggingface/token", withIntermediateDirectories: true)
             let cases: [(env: [String: String], path: String)] = [
@@ -422,12 +435,9 @@ struct HubConventionTransferTests {
                 (["HOME": world.root + "/home"], world.root + "/home/.cache/huggingface/token"),
             ]
             for c in cases {
-                let before = try world.server.connections()
-                let result = await hubDownload(engine, "tf", hubPolicy(c.env, home: world.root))
-                let error = try #require(transferFailure(result))
+                let error = try await failsBeforeAnyRequest(world, engine, "tf", c.env)
                 #expect(error.code == .tokenUnusable && error.exitStatus == 77, "\(error)")
                 #expect(error.description.contains(c.path) && error.description.contains("HF_TOKEN_PATH"), "\(error)")
-                #expect(try world.server.connections() == before + 1, "nothing is requested")
                 try expectTransferAbsent(world, engine, "tf")
             }
             let result = await hubDownload(engine, "tf", hubPolicy(["HF_TOKEN_PATH": world.root + "/token-fifo", "HF_TOKEN": "hf_x"], home: world.root))
@@ -438,29 +448,19 @@ struct HubConventionTransferTests {
     @Test("a token with a control character inside is never sent: code tokenUnusable naming $HF_TOKEN, no request made, the token in no message")
     func controlCharacterToken() async throws {
         try await withTransferWorld { world in
-            let file = try ServedFile("model.bin", size: 10_000, seed: 86)
-            try world.serve("cc", file)
-            let engine = hubEngine(world, "cc", [file], base: world.server.origin + "/m/cc/")
-            let before = try world.server.connections()
-            let result = await hubDownload(engine, "cc", hubPolicy(["HF_TOKEN": "hf_tab\tinside"], home: world.root))
-            let error = try #require(transferFailure(result))
+            let (engine, _) = try servedHubModel(world, "cc", seed: 86)
+            let error = try await failsBeforeAnyRequest(world, engine, "cc", ["HF_TOKEN": "hf_tab\tinside"])
             #expect(error.code == .tokenUnusable && error.description.contains("$HF_TOKEN") && error.description.contains("0x09"), "\(error)")
             #expect(!error.description.contains("hf_tab"))
-            #expect(try world.server.connections() == before + 1)
         }
     }
 
     @Test("TRANSFORMERS_OFFLINE=1: a download fails with code offline naming it, and the server sees no connection")
     func transformersOfflineDownload() async throws {
         try await withTransferWorld { world in
-            let file = try ServedFile("model.bin", size: 10_000, seed: 87)
-            try world.serve("to", file)
-            let engine = hubEngine(world, "to", [file], base: world.server.origin + "/m/to/")
-            let before = try world.server.connections()
-            let result = await hubDownload(engine, "to", hubPolicy(["TRANSFORMERS_OFFLINE": "1"], home: world.root))
-            let error = try #require(transferFailure(result))
+            let (engine, _) = try servedHubModel(world, "to", seed: 87)
+            let error = try await failsBeforeAnyRequest(world, engine, "to", ["TRANSFORMERS_OFFLINE": "1"])
             #expect(error.code == .offline && error.description.contains("TRANSFORMERS_OFFLINE"), "\(error)")
-            #expect(try world.server.connections() == before + 1)
         }
     }
 }
