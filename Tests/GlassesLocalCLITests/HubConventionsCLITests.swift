@@ -74,6 +74,27 @@ struct HubConventionsCLITests {
         #expect(try internet.connections() > before + 1, "without HF_ENDPOINT the request goes toward huggingface.co")
     }
 
+    @Test("prefetch fetches its target through HF_ENDPOINT too, the token going to the endpoint")
+    func prefetchThroughEndpoint() throws {
+        let w = try World(); defer { w.remove() }
+        let endpoint = try FaultControl(); defer { endpoint.stop() }
+        let folder = "o/pf/resolve/main"
+        try w.addModel(folder, files: [("weights.bin", 20_000)])
+        try endpoint.configure(["path": "/\(folder)/weights.bin", "file": w.nginx.mirror + "/\(folder)/weights.bin", "auth": "Bearer \(Self.token)"])
+        let hashed = try w.run(["catalog", "hash", w.nginx.mirror + "/" + folder, "--id", "pf", "--base-url", "https://huggingface.co/\(folder)/",
+                                "--required-mb", "1000", "--auto-eligible"], catalog: nil)
+        try #require(hashed.status == 0, "\(hashed)")
+        let plain = w.root + "/catalogs/pf.json"
+        try hashed.stdout.write(toFile: plain, atomically: true, encoding: .utf8)
+        let catalog = try withHuggingFaceAuth(plain)
+        let r = try w.run(["prefetch"], catalog: catalog, env: PrefetchTests.device.merging(
+            ["HF_ENDPOINT": endpoint.origin, "HF_TOKEN": Self.token, "EXTENTOS_NO_HF_CACHE": "1",
+             "https_proxy": endpoint.origin]) { $1 })   // anything meant for huggingface.co goes nowhere
+        #expect(r.status == 0, "\(r)")
+        #expect(try w.isInstalled("pf", catalog: catalog), "\(r)")
+        #expect(try endpoint.authorizations("/\(folder)/weights.bin") == ["Bearer \(Self.token)"])
+    }
+
     @Test("an HF_ENDPOINT that cannot be used (plain http off loopback, not a URL): download fails with code invalidSetting naming it, before any connection; doctor fails its check; list still works")
     func invalidEndpoint() throws {
         let w = try World(); defer { w.remove() }
