@@ -21,7 +21,7 @@ public struct EngineSetup: Sendable {
     /// warns about skipped key files); nil to read them from the environment here.
     public var catalogKeys: [(name: String, pem: String)]?
     /// Why the network is off when a caller switched it off (`--offline`); nil leaves it to
-    /// the environment (`EXTENTOS_OFFLINE`, `HF_HUB_OFFLINE`).
+    /// the environment (`EXTENTOS_OFFLINE`, `HF_HUB_OFFLINE`, `TRANSFORMERS_OFFLINE`).
     public var offlineBy: String?
 
     /// `catalogKeys`, else the shipped keys and those of `EXTENTOS_CATALOG_KEYS`.
@@ -117,7 +117,7 @@ public struct EngineSetup: Sendable {
     }
 
     /// Transfer defaults for this environment (`$EXTENTOS_CA_FILE` and curl's conventions,
-    /// the credentials' places, offline).
+    /// the credentials' places, offline, `HF_ENDPOINT`).
     public func transferPolicy() -> TransferPolicy {
         var policy = TransferPolicy(environment: environment)
         if let offlineBy { policy.offlineBy = offlineBy }

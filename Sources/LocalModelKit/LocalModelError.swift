@@ -55,9 +55,16 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     /// A source answered 401 or 403 to a request that carried no credential, or refused the
     /// one it carried (the message names the variable or file to set).
     case authRequired
-    /// The network is switched off (`--offline`, `EXTENTOS_OFFLINE`, `HF_HUB_OFFLINE`) and
-    /// the command needed it.
+    /// The Hugging Face token a request needed cannot be used: its file is there but is not
+    /// a regular file (a FIFO, a device, a socket, a folder) or cannot be read, or the token
+    /// holds a control character. Nothing was sent; the message names the file or variable.
+    case tokenUnusable
+    /// The network is switched off (`--offline`, `EXTENTOS_OFFLINE`, `HF_HUB_OFFLINE`,
+    /// `TRANSFORMERS_OFFLINE`) and the command needed it.
     case offline
+    /// A setting from the environment cannot be used (`HF_ENDPOINT` that is not an https
+    /// URL, or plain http off loopback); the message names the variable.
+    case invalidSetting
     /// The records database is damaged, read-only for this user, newer, or otherwise unusable.
     case recordsDamaged, readOnly, records
     case io
@@ -80,8 +87,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
         case .busy: return .busy
         case .temporary: return .temporary
         case .interrupted: return .interrupted
-        case .authRequired: return .authRequired
-        case .noStore, .offline, .incompleteInstall, .httpStatus, .refused, .noSource, .notInstalled, .recordsDamaged, .readOnly, .records, .io,
+        case .authRequired, .tokenUnusable: return .authRequired
+        case .noStore, .offline, .invalidSetting, .incompleteInstall, .httpStatus, .refused, .noSource, .notInstalled, .recordsDamaged, .readOnly, .records, .io,
              .notRegularFile, .empty, .badPath, .emptyFile, .importIncomplete:
             return .failure
         }
@@ -187,6 +194,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             }
         case .system(let error, _): return error.isOutOfSpace ? .diskFull : .io
         case .transfer(.offline, _): return .offline
+        case .transfer(.tokenFile, _), .transfer(.tokenText, _): return .tokenUnusable
+        case .transfer(.hubEndpoint, _): return .invalidSetting
         case .transfer: return .io
         case .mirrorRefused: return .refused
         }
@@ -309,7 +318,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         case let .transfer(fault, id):
             let prefix = id.isEmpty ? "" : "\(id): "
             switch fault {
-            case .caFile, .netrcFile, .offline: return prefix + fault.description + "."
+            case .caFile, .netrcFile, .offline, .tokenFile, .tokenText, .hubEndpoint: return prefix + fault.description + "."
             case .setup: break
             }
             return prefix + "\(fault.description). Check that libcurl is installed and working ('glasses-local doctor')."

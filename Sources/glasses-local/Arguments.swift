@@ -64,12 +64,12 @@ let allCommands: [Command] = QueryCommands.commands + TransferCommands.commands 
 let globalOptions: [OptionSpec] = [
     OptionSpec(name: "--store", valueName: "DIR", help: "The model store folder (default: $EXTENTOS_MODELS_DIR, else $XDG_DATA_HOME/extentos/models, else ~/.local/share/extentos/models)."),
     OptionSpec(name: "--catalog", valueName: "FILE", help: "Use this catalog file instead of the built-in one."),
-    OptionSpec(name: "--mirror", valueName: "URL", help: "Replace the origin of every source URL (local mirrors, air-gapped installs)."),
+    OptionSpec(name: "--mirror", valueName: "URL", help: "Replace the origin of every source URL (local mirrors, air-gapped installs); wins over HF_ENDPOINT."),
     OptionSpec(name: "--json", valueName: nil, help: "Print one JSON document (JSON lines for downloads) instead of text."),
     OptionSpec(name: "--quiet", valueName: nil, help: "Print only errors."),
     OptionSpec(name: "--no-progress", valueName: nil, help: "Never draw a progress bar."),
     OptionSpec(name: "--stall-timeout", valueName: "S", help: "Seconds under 1 KiB/s before a transfer is retried (default 30)."),
-    OptionSpec(name: "--offline", valueName: nil, help: "Open no network connection at all (as EXTENTOS_OFFLINE=1 or HF_HUB_OFFLINE=1): commands that need one fail with code offline; prefetch ends with exit 0."),
+    OptionSpec(name: "--offline", valueName: nil, help: "Open no network connection at all (as EXTENTOS_OFFLINE=1, HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1): commands that need one fail with code offline; prefetch ends with exit 0."),
 ]
 
 /// The parsed command line.

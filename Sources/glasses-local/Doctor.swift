@@ -133,13 +133,41 @@ enum Doctor {
             advice["proxy"] = ["HTTP_PROXY is set but libcurl ignores the uppercase name for http; set http_proxy (lowercase) if plain-http mirrors need it."]
         }
 
-        // Credentials: where each one was found, never its value; files others can read fail.
-        let credentials = CredentialReport(environment: context.environment)
+        // Credentials: where each one was found, never its value; files others can read and
+        // a token that cannot be used fail; an expired Hub login is a warning.
+        let credentials = CredentialReport(environment: context.environment, now: now)
+        let expiredLogin: JSONValue = credentials.expiredLogin.map { login in
+            ["name": .string(login.name), "expiresAt": login.expiresAt.map { .int($0) } ?? .null,
+             "expiredAt": JSONValue(login.expiresAt.flatMap { CivilTime.iso8601(Double($0)) })]
+        } ?? .null
         json.append(("credentials", ["huggingFaceToken": JSONValue(credentials.huggingFaceToken), "netrc": JSONValue(credentials.netrcFile),
                                      "sources": .array(credentials.sources.map { .string($0) }),
-                                     "exposedFiles": .array(credentials.exposedFiles.map { .string($0) })]))
-        checks.append(("credentials", credentials.exposedFiles.isEmpty, credentials.sources.joined(separator: "; ")))
-        if !credentials.exposedFiles.isEmpty { advice["credentials"] = credentials.exposedFiles }
+                                     "exposedFiles": .array(credentials.exposedFiles.map { .string($0) }),
+                                     "problems": .array(credentials.problems.map { .string($0) }),
+                                     "expiredLogin": expiredLogin,
+                                     "warnings": .array(credentials.warnings.map { .string($0) })]))
+        checks.append(("credentials", credentials.exposedFiles.isEmpty && credentials.problems.isEmpty, credentials.sources.joined(separator: "; ")))
+        let credentialAdvice = credentials.exposedFiles + credentials.problems + credentials.warnings.map { "warning: " + $0 }
+        if !credentialAdvice.isEmpty { advice["credentials"] = credentialAdvice }
+        // Where sources on https://huggingface.co are fetched: HF_ENDPOINT, unless --mirror.
+        let endpoint = HubEndpoint(environment: context.environment)
+        let mirror = context.invocation.value("--mirror")
+        var endpointJSON: [(key: String, value: JSONValue)] = [("url", .string(endpoint?.url ?? "https://huggingface.co")),
+                                                               ("from", .string(endpoint == nil ? "default" : "HF_ENDPOINT")),
+                                                               ("problem", JSONValue(endpoint?.problem)), ("mirror", JSONValue(mirror))]
+        if let mirror {
+            endpointJSON[0] = ("url", .string(mirror))
+            endpointJSON[1] = ("from", "--mirror")
+            checks.append(("hub endpoint", true, "\(URLOrigin.redacted(mirror)) (--mirror replaces every source's origin" + (endpoint == nil ? ")" : "; HF_ENDPOINT is not used)")))
+        } else if let endpoint, let problem = endpoint.problem {
+            checks.append(("hub endpoint", false, "HF_ENDPOINT=\(URLOrigin.redacted(endpoint.url).prefix(200)) cannot be used: \(problem)"))
+            advice["hub endpoint"] = ["Downloads from Hugging Face sources stop until it is fixed: set HF_ENDPOINT to the https URL of a Hub mirror (plain http only to 127.0.0.1 or localhost), or unset it."]
+        } else if let endpoint {
+            checks.append(("hub endpoint", true, "\(endpoint.url) (HF_ENDPOINT): sources on https://huggingface.co are fetched there, and the Hugging Face token goes there only"))
+        } else {
+            checks.append(("hub endpoint", true, "https://huggingface.co (set HF_ENDPOINT to use a Hub mirror)"))
+        }
+        json.append(("hubEndpoint", .object(endpointJSON)))
         // The network: off by a switch, or on.
         let offline = (try? context.setup().transferPolicy().offlineBy) ?? nil
         json.append(("offline", JSONValue(offline)))

@@ -167,7 +167,7 @@ struct CredentialRuleTests {
         try "from-xdg".write(toFile: dir + "/xdg/huggingface/token", atomically: true, encoding: .utf8)
         try "from-path\n".write(toFile: dir + "/path-token", atomically: true, encoding: .utf8)
         func token(_ env: [String: String]) -> (String, String)? {
-            HuggingFaceToken(environment: ["HOME": dir + "/home"].merging(env) { $1 }).resolve().map { ($0.token.value, $0.from) }
+            (try? HuggingFaceToken(environment: ["HOME": dir + "/home"].merging(env) { $1 }).resolve()).map { ($0.token.value, $0.from) }
         }
         #expect(token([:])! == ("from-default", dir + "/home/.cache/huggingface/token"))
         #expect(token(["XDG_CACHE_HOME": dir + "/xdg"])! == ("from-xdg", dir + "/xdg/huggingface/token"))

@@ -30,8 +30,8 @@ struct FilesDelivery: SourceDelivery {
         }
     }
 
-    func requests(for files: [CatalogFile], into root: String, boundary: String, mirror: String?) -> [FileRequest]? {
-        let base = MirrorRewrite.apply(mirror, to: baseURL)
+    func requests(for files: [CatalogFile], into root: String, boundary: String, rewrite: (String) -> String) -> [FileRequest]? {
+        let base = rewrite(baseURL)
         return files.map { request(for: $0, base: base, root: root, boundary: boundary, saved: nil) }
     }
 

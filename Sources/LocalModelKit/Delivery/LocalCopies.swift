@@ -44,23 +44,10 @@ public struct LocalCopySettings: Sendable, Equatable {
 public enum HuggingFaceCache {
     /// The hub folder the Hub client would use: `$HF_HUB_CACHE`, else the older
     /// `$HUGGINGFACE_HUB_CACHE`, else `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`,
-    /// else `~/.cache/huggingface/hub` (a leading `~` expanded, as the client does). Nil
-    /// when no home folder is known.
+    /// else `~/.cache/huggingface/hub`, expanded as the client expands them (`~`, `~user`,
+    /// `$VAR`: `HubClientPaths`). Nil when the default is needed and no home folder is known.
     public static func hubFolder(environment: [String: String]) -> String? {
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? ProcessEnvironment.homeDirectoryFromPasswordDatabase()
-        func expand(_ path: String) -> String? {
-            guard path.hasPrefix("~") else { return path }
-            guard let home, path == "~" || path.hasPrefix("~/") else { return nil }
-            return home + path.dropFirst()
-        }
-        func named(_ key: String) -> String? {
-            guard let value = environment[key], !value.isEmpty else { return nil }
-            return expand(value)
-        }
-        if let hub = named("HF_HUB_CACHE") ?? named("HUGGINGFACE_HUB_CACHE") { return hub }
-        if let hfHome = named("HF_HOME") { return hfHome + "/hub" }
-        if let xdg = named("XDG_CACHE_HOME") { return xdg + "/huggingface/hub" }
-        return home.map { $0 + "/.cache/huggingface/hub" }
+        HubClientPaths(environment: environment).hubCache
     }
 
     /// The repository and revision a per-file source's URL names, whatever its host:

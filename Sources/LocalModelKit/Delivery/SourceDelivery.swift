@@ -30,8 +30,9 @@ protocol SourceDelivery {
     func bytesPresent(in layout: StoreLayout, held: () -> Set<String>) -> Int64
 
     /// Requests that fetch `files` again into `root` (a repair); nil when this kind cannot
-    /// fetch single files.
-    func requests(for files: [CatalogFile], into root: String, boundary: String, mirror: String?) -> [FileRequest]?
+    /// fetch single files. `rewrite` turns a catalog URL into the one fetched (`--mirror`,
+    /// `HF_ENDPOINT`: `DownloadOptions.fetchURL`).
+    func requests(for files: [CatalogFile], into root: String, boundary: String, rewrite: (String) -> String) -> [FileRequest]?
 
     /// Fetches the model into the store, under `run`'s lock, and returns the verified tree.
     func fetch(in run: DownloadRun) throws(LocalModelError) -> FetchedTree
@@ -40,7 +41,7 @@ protocol SourceDelivery {
 extension SourceDelivery {
     var mirrorFolder: String? { nil }
     var huggingFaceRepository: (repo: String, revision: String)? { nil }
-    func requests(for files: [CatalogFile], into root: String, boundary: String, mirror: String?) -> [FileRequest]? { nil }
+    func requests(for files: [CatalogFile], into root: String, boundary: String, rewrite: (String) -> String) -> [FileRequest]? { nil }
 }
 
 /// A source's fetch, done: the verified tree in the store, and what the transfer learned

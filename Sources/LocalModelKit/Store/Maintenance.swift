@@ -216,17 +216,19 @@ extension LocalModelEngine {
                          options: DownloadOptions, cancellation: CancellationFlag,
                          onEvent: @escaping (DownloadEvent) -> Void) throws(LocalModelError) -> [String] {
         let repairRoot = layout.partialPath(id: model.id) + ".repair"
+        let options = try options.authorizing(model)
         let wantedPaths = Set(paths)
         let wanted = model.files.filter { wantedPaths.contains($0.path) }
-        // The first source that can fetch single files makes the requests (mirror applied).
+        // The first source that can fetch single files makes the requests (--mirror or
+        // HF_ENDPOINT applied).
         guard let requests = model.deliveries.lazy.compactMap({ [layout] in
-            $0.requests(for: wanted, into: repairRoot, boundary: layout.root, mirror: options.mirror)
+            $0.requests(for: wanted, into: repairRoot, boundary: layout.root, rewrite: options.fetchURL)
         }).first else {
             throw .noSource(modelId: model.id, kind: .files)
         }
         do { try layout.remove(repairRoot) } catch { throw .wrap(error, modelId: model.id) }
         onEvent(.phase(.download))
-        let session = TransferSession(options: options.authorizing(model), cancellation: cancellation,
+        let session = TransferSession(options: options, cancellation: cancellation,
                                       allowPlainHTTPRedirects: requests.contains { CatalogRules.isPlainHTTP($0.url) },
                                       onEvent: { onEvent(DownloadEvent($0)) })
         let result: TransferResult

@@ -16,6 +16,32 @@ public enum ProcessEnvironment {
         return String(cString: dir)
     }
 
+    /// The home folder of the user named `name` in the password database (`~user`), or nil
+    /// when there is no such user. `getpwnam_r`, so threads may ask at once.
+    public static func homeDirectory(ofUser name: String) -> String? {
+        guard !name.isEmpty, !name.utf8.contains(0) else { return nil }
+        var size = 16_384
+        let suggested = sysconf(Int32(_SC_GETPW_R_SIZE_MAX))
+        if suggested > size, suggested <= 1 << 20 { size = suggested }
+        while true {
+            var entry = passwd()
+            var found: UnsafeMutablePointer<passwd>?
+            var buffer = [CChar](repeating: 0, count: size)
+            // `pw_dir` points into `buffer`: read it while the buffer is still pinned.
+            let (rc, home): (Int32, String?) = buffer.withUnsafeMutableBufferPointer { chars in
+                guard let base = chars.baseAddress else { return (ENOMEM, nil) }
+                let rc = getpwnam_r(name, &entry, base, chars.count, &found)
+                guard rc == 0, found != nil, let dir = entry.pw_dir else { return (rc, nil) }
+                return (0, String(cString: dir))
+            }
+            if rc == ERANGE && size < 1 << 20 {
+                size *= 2
+                continue
+            }
+            return home
+        }
+    }
+
     /// The working directory, or nil when it cannot be read (removed, or too long).
     static func workingDirectory() -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)

@@ -20,10 +20,12 @@ public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugS
 /// Where the Hugging Face token is found, by the Hub client's (`huggingface_hub`) rules:
 /// `$HF_TOKEN` (else the older `$HUGGING_FACE_HUB_TOKEN`), else the file `$HF_TOKEN_PATH`,
 /// else `$HF_HOME/token`, else `$XDG_CACHE_HOME/huggingface/token`, else
-/// `~/.cache/huggingface/token`. Line breaks anywhere in the token are removed and the
-/// whitespace around it trimmed; what is left empty counts as no token.
-/// `HF_HUB_DISABLE_IMPLICIT_TOKEN=1` (`1`, `ON`, `YES`, `TRUE`) sends none.
-/// The file is read only when a request needs the token.
+/// `~/.cache/huggingface/token` (paths expanded as the client expands them: `HubClientPaths`).
+/// Line breaks anywhere in the token are removed and the whitespace around it trimmed; what
+/// is left empty counts as no token. `HF_HUB_DISABLE_IMPLICIT_TOKEN=1` (`1`, `ON`, `YES`,
+/// `TRUE`) sends none. The file is read only when a request needs the token; a file that is
+/// there but is not a regular file this user can read (a FIFO, a device, a socket, a folder)
+/// is an error naming it, never waited on (P13), and so is a token holding a control character.
 public struct HuggingFaceToken: Sendable, Equatable {
     /// The variable holding the token, when one does.
     let variable: String?
@@ -32,6 +34,9 @@ public struct HuggingFaceToken: Sendable, Equatable {
     /// (`HF_TOKEN_PATH`, `HF_HOME`, `XDG_CACHE_HOME`, or `HOME` for the default).
     public let file: String?
     public let fileNamedBy: String
+    /// The Hub client's record of its logins (`stored_tokens` beside the token file): which
+    /// name a token was saved under, and when an OAuth login expires.
+    public let storedTokensFile: String?
     /// `HF_HUB_DISABLE_IMPLICIT_TOKEN` is set: no token is ever sent.
     public let disabled: Bool
 
@@ -47,31 +52,33 @@ public struct HuggingFaceToken: Sendable, Equatable {
         }
         variable = found?.0
         variableToken = found.map { Secret(value: $0.1) }
-        let home = EnvironmentFlag.home(environment)
-        func expand(_ path: String) -> String {
-            guard path == "~" || path.hasPrefix("~/"), let home else { return path }
-            return home + path.dropFirst()
-        }
-        if let path = environment["HF_TOKEN_PATH"], !path.isEmpty {
-            (file, fileNamedBy) = (expand(path), "HF_TOKEN_PATH")
-        } else if let hfHome = environment["HF_HOME"], !hfHome.isEmpty {
-            (file, fileNamedBy) = (expand(hfHome) + "/token", "HF_HOME")
-        } else if let cache = environment["XDG_CACHE_HOME"], !cache.isEmpty {
-            (file, fileNamedBy) = (expand(cache) + "/huggingface/token", "XDG_CACHE_HOME")
-        } else {
-            (file, fileNamedBy) = (home.map { $0 + "/.cache/huggingface/token" }, "HOME")
-        }
+        let paths = HubClientPaths(environment: environment)
+        file = paths.tokenFile
+        fileNamedBy = paths.tokenFileNamedBy
+        storedTokensFile = paths.storedTokensFile
     }
 
-    /// The token as the Hub client cleans it: CR and LF removed anywhere, whitespace trimmed;
-    /// nil when nothing is left.
+    /// The token as the Hub client cleans it (`_clean_token`): CR and LF removed anywhere,
+    /// then whitespace trimmed as Python's `str.strip()` trims it; nil when nothing is left.
     static func clean(_ raw: String) -> String? {
-        let token = String(raw.unicodeScalars.filter { $0 != "\r" && $0 != "\n" }.map(Character.init)).trimmingWhitespace()
+        var scalars = Array(raw.unicodeScalars.lazy.filter { $0 != "\r" && $0 != "\n" })
+        while let last = scalars.last, EnvironmentFlag.isPythonWhitespace(last) { scalars.removeLast() }
+        let start = scalars.firstIndex { !EnvironmentFlag.isPythonWhitespace($0) } ?? scalars.endIndex
+        var token = ""
+        token.unicodeScalars.append(contentsOf: scalars[start...])
         return token.isEmpty ? nil : token
     }
 
+    /// Why a cleaned token cannot go into a header: a control character (below 0x20, or
+    /// 0x7F) left inside it. Nil when it can.
+    static func characterProblem(_ token: String) -> String? {
+        guard let bad = token.unicodeScalars.first(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return nil }
+        let hex = String(bad.value, radix: 16, uppercase: true)
+        return "it holds a control character (0x\(hex.count == 1 ? "0" + hex : hex))"
+    }
+
     /// Where a token would come from now, for `doctor` and messages: the variable, or the
-    /// file when it exists (the file is not read: its permissions are what `doctor` checks).
+    /// file when something is there (the file is not read: its permissions are what `doctor` checks).
     public var place: String? {
         if disabled { return nil }
         if let variable { return "$" + variable }
@@ -80,21 +87,146 @@ public struct HuggingFaceToken: Sendable, Equatable {
     }
 
     /// The token and where it came from (`$HF_TOKEN`, or the file's path); nil when there is
-    /// none, or sending one is disabled. An unreadable file (a folder, a FIFO, no permission)
-    /// counts as none.
-    func resolve() -> (token: Secret, from: String)? {
+    /// none (no variable, no file, an empty one), or sending one is disabled.
+    /// - Throws: `TransferFault.tokenFile` when the file is there but cannot be read as a
+    ///   regular file (opened without waiting: a FIFO never blocks); `.tokenText` when the
+    ///   token holds a control character or the file is not UTF-8 text. Never sent then.
+    func resolve() throws(TransferFault) -> (token: Secret, from: String)? {
         if disabled { return nil }
-        if let variable, let variableToken { return (variableToken, "$" + variable) }
-        guard let file, let bytes = try? FileIO.readFile(atPath: file, limit: 64 << 10),
-              let token = Self.clean(String(decoding: bytes, as: UTF8.self)) else { return nil }
+        if let variable, let variableToken {
+            if let problem = Self.characterProblem(variableToken.value) { throw .tokenText(from: "$" + variable, problem: problem) }
+            return (variableToken, "$" + variable)
+        }
+        guard let file, let text = try readFile() else { return nil }
+        guard let token = Self.clean(text) else { return nil }
+        if let problem = Self.characterProblem(token) { throw .tokenText(from: file, problem: problem) }
         return (Secret(value: token), file)
     }
 
-    /// What to do to have a token sent, for messages.
+    /// The token file's text; nil when nothing is at its path (the Hub client's
+    /// `FileNotFoundError`: no token). Anything else that stops the read is an error.
+    private func readFile() throws(TransferFault) -> String? {
+        guard let file else { return nil }
+        let bytes: [UInt8]
+        do {
+            bytes = try FileIO.readFile(atPath: file, limit: 64 << 10)
+        } catch {
+            if error.isNotFound || error.isNotAFolder { return nil }
+            // `open` of a socket fails before there is anything to inspect: say what it is.
+            if let status = try? FileIO.statusFollowingLinks(file), status.kind == .socket {
+                throw .tokenFile(path: file, namedBy: fileNamedBy, SystemError(message: "\(file) is a socket, not a regular file; it is not read", errno: error.errno))
+            }
+            throw .tokenFile(path: file, namedBy: fileNamedBy, error)
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw .tokenText(from: file, problem: "it is not UTF-8 text")
+        }
+        return text
+    }
+
+    /// The file the token would be read from, when no variable holds one and sending is on.
+    var fileInUse: String? { disabled || variable != nil ? nil : file }
+
+    /// What to do to have a token sent, for messages. Never suggests writing into a token
+    /// file that is not a regular file (a FIFO, a folder): removing it comes first.
     public var howToSet: String {
         if disabled { return "HF_HUB_DISABLE_IMPLICIT_TOKEN is set, so no token is sent: unset it, and set HF_TOKEN" }
-        let fileText = file.map { " (or write it to \($0)" + (fileNamedBy == "HF_TOKEN_PATH" ? ", named by HF_TOKEN_PATH" : "") + "; 'hf auth login' does)" } ?? ""
-        return "set HF_TOKEN to a Hugging Face access token\(fileText)"
+        guard let file else { return "set HF_TOKEN to a Hugging Face access token" }
+        if let status = try? FileIO.statusFollowingLinks(file), status.kind != .regular {
+            return "set HF_TOKEN to a Hugging Face access token; \(file)\(namedByText) is not a regular file, so no token is read from it: remove it (then 'hf auth login' writes the token there), or point HF_TOKEN_PATH at a regular file"
+        }
+        return "set HF_TOKEN to a Hugging Face access token (or write it to \(file)\(fileNamedBy == "HF_TOKEN_PATH" ? ", named by HF_TOKEN_PATH" : ""); 'hf auth login' does)"
+    }
+
+    private var namedByText: String { fileNamedBy == "HOME" ? "" : " (named by \(fileNamedBy))" }
+
+    /// The login the token file holds, when the Hub client's `stored_tokens` has it with an
+    /// `expires_at` that has passed (an OAuth login from `hf auth login`). Nil when a
+    /// variable holds the token (the stored logins are then not used), when none is sent,
+    /// when the file holds no token or a token no stored login matches, or when it has not
+    /// expired. `now`: seconds since 1970.
+    public func expiredLogin(now: Double) -> StoredLogin? {
+        guard fileInUse != nil, let stored = storedTokensFile,
+              let text = try? readFile(), let token = Self.clean(text) else { return nil }
+        guard let bytes = try? FileIO.readFile(atPath: stored, limit: 1 << 20),
+              let login = StoredLogin.parse(String(decoding: bytes, as: UTF8.self)).first(where: { $0.token.value == token }),
+              let expiresAt = login.expiresAt, Double(expiresAt) < now else { return nil }
+        return login
+    }
+}
+
+/// One login of the Hub client's `stored_tokens` file (an INI file, `_save_token` in the
+/// client's `utils/_auth.py`): a section per token name with `hf_token`, and for an OAuth
+/// login `refresh_token` and `expires_at` (seconds since 1970).
+public struct StoredLogin: Sendable, Equatable {
+    /// The section's name: the token's name on the Hub.
+    public let name: String
+    let token: Secret
+    /// `expires_at`, when the section has a readable one.
+    public let expiresAt: Int64?
+
+    /// The sections of `text` in file order, read as Python's `configparser` reads them
+    /// (keys in any case, values trimmed, `#`/`;` comment lines, `DEFAULT` inherited); a
+    /// file it would refuse (a line outside a section or without `=`/`:`, a section or key
+    /// twice) gives none, as the client then reads none.
+    static func parse(_ text: String) -> [StoredLogin] {
+        var sections: [(name: String, fields: [String: String])] = []
+        var defaults: [String: String] = [:]
+        var current: String?
+        var lastKey: String?
+        func set(_ key: String, _ value: String) -> Bool {
+            if current == "DEFAULT" {
+                guard defaults[key] == nil else { return false }
+                defaults[key] = value
+            } else {
+                guard let last = sections.indices.last, sections[last].fields[key] == nil else { return false }
+                sections[last].fields[key] = value
+            }
+            return true
+        }
+        for raw in text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }) {
+            let line = String(raw).trimmingWhitespace()
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+            // An indented line continues the previous value (configparser's multi-line values).
+            if let first = raw.unicodeScalars.first, first == " " || first == "\t", let key = lastKey {
+                if current == "DEFAULT" { defaults[key, default: ""] += "\n" + line }
+                else if let last = sections.indices.last { sections[last].fields[key, default: ""] += "\n" + line }
+                continue
+            }
+            if line.hasPrefix("["), line.hasSuffix("]"), line.count > 2 {
+                let name = String(line.dropFirst().dropLast())
+                guard name == "DEFAULT" || !sections.contains(where: { $0.name == name }) else { return [] }
+                if name != "DEFAULT" { sections.append((name, [:])) }
+                current = name
+                lastKey = nil
+                continue
+            }
+            guard current != nil, let cut = line.firstIndex(where: { $0 == "=" || $0 == ":" }) else { return [] }
+            let key = String(line[..<cut]).trimmingWhitespace().lowercased()
+            let value = String(line[line.index(after: cut)...]).trimmingWhitespace()
+            guard !key.isEmpty, set(key, value) else { return [] }
+            lastKey = key
+        }
+        return sections.compactMap { section in
+            let fields = defaults.merging(section.fields) { $1 }
+            guard let token = fields["hf_token"] else { return nil }
+            return StoredLogin(name: section.name, token: Secret(value: token), expiresAt: fields["expires_at"].flatMap(Self.pythonInt))
+        }
+    }
+
+    /// `int(text)` as Python reads it: blanks around, an optional sign, digits with single
+    /// underscores between them. Nil for anything else, or beyond 64 bits.
+    static func pythonInt(_ text: String) -> Int64? {
+        var digits = Substring(text.trimmingWhitespace())
+        var negative = false
+        if let sign = digits.first, sign == "+" || sign == "-" {
+            negative = sign == "-"
+            digits = digits.dropFirst()
+        }
+        guard let first = digits.first, first != "_", digits.last != "_", !digits.contains("__"),
+              first.isASCII else { return nil }
+        guard let value = ExternalNumber.decimal(digits.filter { $0 != "_" }) else { return nil }
+        return negative ? -value : value
     }
 }
 
@@ -138,13 +270,15 @@ public struct TransferCredentials: Sendable, Equatable {
     /// The credentials of one run: the token read once (only when some origin takes it),
     /// and the netrc file checked to be a regular file before libcurl opens it (P13: a FIFO
     /// named by `NETRC` would hang every transfer).
+    /// - Throws: `.netrcFile`; `.tokenFile` / `.tokenText` when some origin takes the token
+    ///   and it cannot be read or sent (`HuggingFaceToken.resolve`).
     func resolved() throws(TransferFault) -> ResolvedCredentials {
         var netrcFile: String?
         if let path = netrc.existing {
             do { _ = try FileIO.openForReading(path) } catch { throw .netrcFile(error) }
             netrcFile = path
         }
-        let token = bearerOrigins.isEmpty ? nil : huggingFace.resolve()
+        let token = bearerOrigins.isEmpty ? nil : try huggingFace.resolve()
         return ResolvedCredentials(token: token, bearerOrigins: bearerOrigins, netrcFile: netrcFile, huggingFace: huggingFace)
     }
 }
@@ -248,8 +382,8 @@ public enum URLOrigin {
     }
 }
 
-/// What `doctor` says about credentials: where each one was found (never its value), and
-/// the files other users can read.
+/// What `doctor` says about credentials: where each one was found (never its value), the
+/// files other users can read, a token that cannot be used, and an expired Hub login.
 public struct CredentialReport: Sendable, Equatable {
     /// One line per credential source, found or not ("Hugging Face token: $HF_TOKEN").
     public var sources: [String]
@@ -258,8 +392,16 @@ public struct CredentialReport: Sendable, Equatable {
     public var netrcFile: String?
     /// Token or netrc files readable by the group or by others: each one a warning.
     public var exposedFiles: [String]
+    /// The token cannot be used (its file is a FIFO, a folder…; it holds a control
+    /// character): each one fails the check, and a download that needs it.
+    public var problems: [String]
+    /// The token file holds a login the Hub client recorded as expired.
+    public var expiredLogin: StoredLogin?
+    /// Said without failing the check (the expired login).
+    public var warnings: [String]
 
-    public init(environment: [String: String]) {
+    /// - Parameter now: seconds since 1970, against which a stored login's `expires_at` is read.
+    public init(environment: [String: String], now: Double = SystemClock.wallSeconds()) {
         let hf = HuggingFaceToken(environment: environment)
         let netrc = NetrcFile(environment: environment)
         huggingFaceToken = hf.place
@@ -279,30 +421,58 @@ public struct CredentialReport: Sendable, Equatable {
         }
         sources = lines
         var exposed: [String] = []
-        let files = [hf.disabled || hf.variable != nil ? nil : hf.place, netrc.existing].compactMap { $0 }
+        let files = [hf.fileInUse.flatMap { _ in hf.place }, netrc.existing].compactMap { $0 }
         for file in files {
-            if let status = try? FileIO.statusFollowingLinks(file), status.permissions & 0o044 != 0 {
+            if let status = try? FileIO.statusFollowingLinks(file), status.kind == .regular, status.permissions & 0o044 != 0 {
                 exposed.append("\(file) is readable by other users (mode \(String(status.permissions & 0o777, radix: 8))): chmod 600 \(file)")
             }
         }
         exposedFiles = exposed
+        // Read as a download would read it (never shown): what stops it is a problem.
+        do { _ = try hf.resolve(); problems = [] } catch { problems = [error.description] }
+        expiredLogin = hf.expiredLogin(now: now)
+        warnings = expiredLogin.map { login in
+            let date = login.expiresAt.flatMap { CivilTime.iso8601(Double($0)) } ?? "an unknown time"
+            return ["the Hugging Face login (\(login.name)) expired at \(date): run 'hf auth login' to renew it (public models still download without it)"]
+        } ?? []
     }
 }
 
 extension DownloadOptions {
     /// These options, with the Hugging Face token allowed to the origins of `model`'s sources
-    /// that ask for it (their catalog URLs: a `--mirror` or a redirect target is another
-    /// origin, and gets no token).
-    func authorizing(_ model: CatalogModel) -> DownloadOptions {
+    /// that ask for it, as this run fetches them: the catalog URL, or its `HF_ENDPOINT`
+    /// rewrite (then only the endpoint gets the token, never https://huggingface.co). A
+    /// `--mirror` or a redirect target is another origin, and gets no token.
+    /// - Throws: `.transfer(.hubEndpoint)` when `HF_ENDPOINT` cannot be used and a source
+    ///   of `model` would be fetched through it (no `--mirror`).
+    func authorizing(_ model: CatalogModel) throws(LocalModelError) -> DownloadOptions {
+        if mirror == nil, let endpoint = policy.hubEndpoint, let problem = endpoint.problem,
+           model.sources.contains(where: { HubEndpoint.isOnHub($0.primaryURL) }) {
+            throw .transfer(.hubEndpoint(value: endpoint.url, problem: problem), modelId: model.id)
+        }
         var copy = self
         copy.policy.credentials.bearerOrigins = Set(model.sources.compactMap { source in
-            model.sourceAuth[source] == .huggingface ? URLOrigin.of(source.primaryURL) : nil
+            model.sourceAuth[source] == .huggingface ? URLOrigin.of(endpointURL(source.primaryURL)) : nil
         })
         return copy
     }
+
+    /// A catalog URL as this run fetches it: `--mirror` replaces every origin; without one,
+    /// `HF_ENDPOINT` replaces `https://huggingface.co` (the Hub client's convention).
+    func fetchURL(_ url: String) -> String {
+        if let mirror { return MirrorRewrite.apply(mirror, to: url) }
+        return endpointURL(url)
+    }
+
+    /// `url` with `HF_ENDPOINT` applied, unless a `--mirror` replaces every origin.
+    func endpointURL(_ url: String) -> String {
+        guard mirror == nil, let endpoint = policy.hubEndpoint else { return url }
+        return endpoint.apply(to: url)
+    }
 }
 
-/// The environment's conventions: a true flag, the home folder.
+/// The environment's conventions: a true flag, the home folder, a path as the Hub client
+/// expands it.
 enum EnvironmentFlag {
     /// `1`, `ON`, `YES`, `TRUE` in any case (the Hub client's and most tools' reading).
     static func isTrue(_ value: String?) -> Bool {
@@ -310,8 +480,144 @@ enum EnvironmentFlag {
         return ["1", "ON", "YES", "TRUE"].contains(value.trimmingWhitespace().uppercased())
     }
 
+    /// `$HOME`, else (unset or empty) this user's home in the password database.
     static func home(_ environment: [String: String]) -> String? {
         if let home = environment["HOME"], !home.isEmpty { return home }
         return ProcessEnvironment.homeDirectoryFromPasswordDatabase()
+    }
+
+    /// A path as the Hub client expands the paths it is given (`HF_HOME`, `HF_HUB_CACHE`,
+    /// `HF_TOKEN_PATH`…): `os.path.expanduser`, then `os.path.expandvars`.
+    static func expandPath(_ path: String, environment: [String: String]) -> String {
+        expandVariables(expandUser(path, environment: environment), environment: environment)
+    }
+
+    /// Python's `os.path.expanduser`: `~` and `~/…` become the home folder (`home`); `~user`
+    /// and `~user/…` that user's home from the password database; the home's trailing `/`
+    /// dropped (`/` when nothing is left). An unknown user, or no home, leaves the path as it is.
+    static func expandUser(_ path: String, environment: [String: String]) -> String {
+        let b = Array(path.utf8)
+        guard b.first == UInt8(ascii: "~") else { return path }
+        let end = b[1...].firstIndex(of: UInt8(ascii: "/")) ?? b.endIndex
+        let user = String(decoding: b[1..<end], as: UTF8.self)
+        guard let home = user.isEmpty ? home(environment) : ProcessEnvironment.homeDirectory(ofUser: user) else { return path }
+        var base = Array(home.utf8)
+        while base.last == UInt8(ascii: "/") { base.removeLast() }
+        let expanded = String(decoding: base + b[end...], as: UTF8.self)
+        return expanded.isEmpty ? "/" : expanded
+    }
+
+    /// Python's `os.path.expandvars`: `$NAME` (ASCII letters, digits, `_`) and `${NAME}` are
+    /// replaced by the variable's value when it is set (empty included); an unset one is
+    /// left as written, and a value put in is not expanded again.
+    static func expandVariables(_ path: String, environment: [String: String]) -> String {
+        let b = Array(path.utf8)
+        guard b.contains(UInt8(ascii: "$")) else { return path }
+        func isWord(_ c: UInt8) -> Bool {
+            (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z")) || (c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z"))
+                || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || c == UInt8(ascii: "_")
+        }
+        var out: [UInt8] = []
+        var i = 0
+        while i < b.count {
+            guard b[i] == UInt8(ascii: "$"), i + 1 < b.count else {
+                out.append(b[i])
+                i += 1
+                continue
+            }
+            let nameRange: Range<Int>
+            let end: Int
+            if b[i + 1] == UInt8(ascii: "{"), let close = b[(i + 2)...].firstIndex(of: UInt8(ascii: "}")) {
+                (nameRange, end) = ((i + 2)..<close, close + 1)
+            } else if isWord(b[i + 1]) {
+                var j = i + 1
+                while j < b.count && isWord(b[j]) { j += 1 }
+                (nameRange, end) = ((i + 1)..<j, j)
+            } else {
+                out.append(b[i])
+                i += 1
+                continue
+            }
+            if let value = environment[String(decoding: b[nameRange], as: UTF8.self)] {
+                out += Array(value.utf8)
+            } else {
+                out += b[i..<end]
+            }
+            i = end
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Python's `os.path.join` of two parts: `b` when it is absolute or `a` empty, else
+    /// `a` + `/` (unless `a` ends with one) + `b`.
+    static func join(_ a: String, _ b: String) -> String {
+        if b.hasPrefix("/") || a.isEmpty { return b }
+        return a.hasSuffix("/") ? a + b : a + "/" + b
+    }
+
+    /// Python's `os.path.dirname`: everything before the last `/`, trailing `/` dropped
+    /// unless that leaves nothing but slashes.
+    static func dirname(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "" }
+        var head = String(path[...slash])
+        if head.contains(where: { $0 != "/" }) {
+            while head.hasSuffix("/") { head.removeLast() }
+        }
+        return head
+    }
+
+    /// What Python's `str.strip()` removes: `str.isspace()` characters.
+    static func isPythonWhitespace(_ s: Unicode.Scalar) -> Bool {
+        switch s.value {
+        case 0x09...0x0D, 0x1C...0x20, 0x85, 0xA0, 0x1680, 0x2000...0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000: return true
+        default: return false
+        }
+    }
+}
+
+/// Where the Hub client (`huggingface_hub`, its `constants.py`) keeps its files, by its
+/// rules, so that this tool reads the same ones:
+/// - its home: `$HF_HOME`, else `$XDG_CACHE_HOME/huggingface`, else `~/.cache/huggingface`;
+/// - the token file: `$HF_TOKEN_PATH`, else `<home>/token`; `stored_tokens` beside it;
+/// - the hub cache: `$HF_HUB_CACHE`, else `$HUGGINGFACE_HUB_CACHE`, else `<home>/hub`.
+/// Each is expanded as the client expands it (`EnvironmentFlag.expandPath`: `~`, `~user`,
+/// `$VAR`, `${VAR}`), the defaults built from the home included; an empty variable counts
+/// as unset. Nil where a default needs a home folder and none is known.
+public struct HubClientPaths: Sendable, Equatable {
+    public let home: String?
+    /// The variable that decided `home`: `HF_HOME`, `XDG_CACHE_HOME`, or `HOME` for the default.
+    public let homeNamedBy: String
+    public let tokenFile: String?
+    /// `HF_TOKEN_PATH`, else `homeNamedBy`.
+    public let tokenFileNamedBy: String
+    public let storedTokensFile: String?
+    public let hubCache: String?
+
+    public init(environment: [String: String]) {
+        func named(_ key: String) -> String? {
+            guard let value = environment[key], !value.isEmpty else { return nil }
+            return value
+        }
+        func expand(_ path: String) -> String { EnvironmentFlag.expandPath(path, environment: environment) }
+        let userHome = EnvironmentFlag.expandUser("~", environment: environment)
+        let cache: String? = userHome == "~" ? nil : EnvironmentFlag.join(userHome, ".cache")
+        if let hfHome = named("HF_HOME") {
+            (home, homeNamedBy) = (expand(hfHome), "HF_HOME")
+        } else if let xdg = named("XDG_CACHE_HOME") {
+            (home, homeNamedBy) = (expand(EnvironmentFlag.join(xdg, "huggingface")), "XDG_CACHE_HOME")
+        } else {
+            (home, homeNamedBy) = (cache.map { expand(EnvironmentFlag.join($0, "huggingface")) }, "HOME")
+        }
+        if let path = named("HF_TOKEN_PATH") {
+            (tokenFile, tokenFileNamedBy) = (expand(path), "HF_TOKEN_PATH")
+        } else {
+            (tokenFile, tokenFileNamedBy) = (home.map { expand(EnvironmentFlag.join($0, "token")) }, homeNamedBy)
+        }
+        storedTokensFile = tokenFile.map { EnvironmentFlag.join(EnvironmentFlag.dirname($0), "stored_tokens") }
+        if let hub = named("HF_HUB_CACHE") ?? named("HUGGINGFACE_HUB_CACHE") {
+            hubCache = expand(hub)
+        } else {
+            hubCache = home.map { expand(EnvironmentFlag.join($0, "hub")) }
+        }
     }
 }

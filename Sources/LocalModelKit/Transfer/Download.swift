@@ -45,7 +45,8 @@ extension DownloadEvent {
 /// How a download behaves.
 public struct DownloadOptions: Sendable {
     public var policy = TransferPolicy()
-    /// Replaces the origin (scheme://host:port) of every source URL.
+    /// Replaces the origin (scheme://host:port) of every source URL; `HF_ENDPOINT`
+    /// (`policy.hubEndpoint`) is then not used.
     public var mirror: String?
     /// Shortest interval between two progress events.
     public var progressInterval: Double = 0.25
@@ -101,8 +102,9 @@ extension LocalModelEngine {
         let records: Records
         records = try open().records
         try requireStoreCatalog()
-        // The Hugging Face token may go to the origins of this model's sources that ask for it.
-        let options = options.authorizing(model)
+        // The Hugging Face token may go to the origins of this model's sources that ask for
+        // it (through HF_ENDPOINT when that applies); a bad HF_ENDPOINT stops here.
+        let options = try options.authorizing(model)
         return try withModelLock(modelId) { () throws(LocalModelError) in
             try DownloadRun(engine: self, model: model, records: records, options: options, cancellation: cancellation, onEvent: onEvent).execute()
         }

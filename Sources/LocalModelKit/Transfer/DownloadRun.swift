@@ -122,8 +122,8 @@ final class DownloadRun {
         throw lastError ?? .noSource(modelId: id, kind: options.source)
     }
 
-    /// A catalog URL with `--mirror` applied.
-    func rewrite(_ url: String) -> String { MirrorRewrite.apply(options.mirror, to: url) }
+    /// A catalog URL as this run fetches it: `--mirror`, else `HF_ENDPOINT`, applied.
+    func rewrite(_ url: String) -> String { options.fetchURL(url) }
 
     /// Runs a transfer for a source. Its ticks go to the recorder (the resume state) and to
     /// the progress events; its answer goes back to the source.

@@ -9,6 +9,50 @@ public enum MirrorRewrite {
     }
 }
 
+/// `HF_ENDPOINT`, the Hub client's convention for a Hub mirror (`https://hf-mirror.com`):
+/// every source URL on `https://huggingface.co` is fetched from the endpoint instead, its
+/// path kept (a path in the endpoint is prepended), and the Hugging Face token goes to the
+/// endpoint's origin only. Trailing `/` are stripped, as the client strips them; an empty
+/// value is unset. `--mirror` wins over it.
+public struct HubEndpoint: Sendable, Equatable {
+    /// The origin the endpoint stands in for.
+    public static let hubOrigin = "https://huggingface.co:443"
+    /// The endpoint, trailing `/` stripped.
+    public let url: String
+    /// Why it cannot be used (not an https URL, plain http to a host off loopback, user
+    /// info, a query); nil when it can.
+    public let problem: String?
+
+    /// Nil when `HF_ENDPOINT` is unset or empty.
+    public init?(environment: [String: String]) {
+        guard let raw = environment["HF_ENDPOINT"], !raw.isEmpty else { return nil }
+        self.init(raw)
+    }
+
+    init(_ raw: String) {
+        var url = raw
+        while url.hasSuffix("/") { url.removeLast() }
+        self.url = url
+        if let problem = CatalogRules.urlProblem(url) {
+            self.problem = problem
+        } else if url.contains("?") || url.contains("#") {
+            problem = "a query or fragment cannot prefix a path"
+        } else {
+            problem = nil
+        }
+    }
+
+    /// Whether `url` is on `https://huggingface.co` (any case, port 443 written or not).
+    public static func isOnHub(_ url: String) -> Bool { URLOrigin.of(url) == hubOrigin }
+
+    /// `url` through the endpoint when it is on `https://huggingface.co`; any other URL, or
+    /// any URL while the endpoint cannot be used, as it is.
+    public func apply(to url: String) -> String {
+        guard problem == nil, Self.isOnHub(url) else { return url }
+        return MirrorRewrite.apply(self.url, to: url)
+    }
+}
+
 public enum ModelURL {
     /// Percent-encodes a catalog path for a URL (RFC 3986 unreserved characters and '/' stay).
     public static func percentEncode(_ path: String) -> String {

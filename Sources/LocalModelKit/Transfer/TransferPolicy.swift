@@ -41,24 +41,32 @@ public struct TransferPolicy: Sendable, Equatable {
     /// The Hugging Face token and netrc (`TransferCredentials`): where they are found, and
     /// the origins the token may go to.
     public var credentials: TransferCredentials
-    /// Why the network is off (`--offline`, `EXTENTOS_OFFLINE=1`, `HF_HUB_OFFLINE=1`), or
-    /// nil when it may be used. Off, a transfer refuses before opening any connection.
+    /// Why the network is off (`--offline`, `EXTENTOS_OFFLINE=1`, `HF_HUB_OFFLINE=1`,
+    /// `TRANSFORMERS_OFFLINE=1`), or nil when it may be used. Off, a transfer refuses before
+    /// opening any connection.
     public var offlineBy: String?
+    /// `HF_ENDPOINT`: where sources on `https://huggingface.co` are fetched instead (a Hub
+    /// mirror), unless a `--mirror` replaces every origin. Nil when unset.
+    public var hubEndpoint: HubEndpoint?
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         caFile = [environment["EXTENTOS_CA_FILE"], environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]]
             .compactMap { $0 }.first { !$0.isEmpty }
         credentials = TransferCredentials(environment: environment)
         offlineBy = Self.offlineSwitch(environment)
+        hubEndpoint = HubEndpoint(environment: environment)
     }
 
     /// The variable that switches the network off: `EXTENTOS_OFFLINE`, or the Hub client's
-    /// `HF_HUB_OFFLINE` (either `1`, `ON`, `YES` or `TRUE`); nil when neither does.
+    /// `HF_HUB_OFFLINE`, or `TRANSFORMERS_OFFLINE` (`1`, `ON`, `YES` or `TRUE`); nil when none
+    /// does. As in the Hub client (`HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE`),
+    /// `TRANSFORMERS_OFFLINE` is read only when `HF_HUB_OFFLINE` is unset or empty.
     public static func offlineSwitch(_ environment: [String: String]) -> String? {
-        for name in ["EXTENTOS_OFFLINE", "HF_HUB_OFFLINE"] where EnvironmentFlag.isTrue(environment[name]) {
-            return "\(name)=\(environment[name] ?? "1")"
-        }
-        return nil
+        if EnvironmentFlag.isTrue(environment["EXTENTOS_OFFLINE"]) { return "EXTENTOS_OFFLINE=\(environment["EXTENTOS_OFFLINE"] ?? "1")" }
+        let hub = environment["HF_HUB_OFFLINE"].flatMap { $0.isEmpty ? nil : $0 }
+        let name = hub == nil ? "TRANSFORMERS_OFFLINE" : "HF_HUB_OFFLINE"
+        guard let value = environment[name], EnvironmentFlag.isTrue(value) else { return nil }
+        return "\(name)=\(value)"
     }
 
     /// Files fetched at once for these requests (see `adaptiveParallelism`).
@@ -92,6 +100,15 @@ public enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
     /// The network is off (`by`: the switch) and `url` would have needed it; no connection
     /// was opened.
     case offline(by: String, url: String)
+    /// The Hugging Face token file (`path`, named by the variable `namedBy`) is there but is
+    /// not a regular file this user can read (a FIFO, a device, a socket, a folder, no
+    /// permission); it was not waited on, and no request was made.
+    case tokenFile(path: String, namedBy: String, SystemError)
+    /// The Hugging Face token from `from` (`$HF_TOKEN`, or a file's path) cannot go into a
+    /// request header (`problem`: a control character, text that is not UTF-8).
+    case tokenText(from: String, problem: String)
+    /// `HF_ENDPOINT` (`value`, trailing `/` stripped) is not a URL this tool fetches from.
+    case hubEndpoint(value: String, problem: String)
 
     public var description: String {
         switch self {
@@ -100,6 +117,15 @@ public enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
             return "the CA file cannot be used: \(error.message). Point EXTENTOS_CA_FILE (or CURL_CA_BUNDLE / SSL_CERT_FILE) at a PEM bundle, or unset it"
         case .netrcFile(let error):
             return "the netrc file cannot be used: \(error.message). Point NETRC at a regular file (or remove ~/.netrc)"
+        case let .tokenFile(path, namedBy, error):
+            let named = namedBy == "HF_TOKEN_PATH" ? "HF_TOKEN_PATH names" : (namedBy == "HOME" ? "the default token file is" : "\(namedBy) puts the token file at")
+            let fix = error.isPermissionDenied ? "Make \(path) readable by this user (chmod 600 as its owner)" : "Remove \(path) (then 'hf auth login' writes a token there)"
+            return "the Hugging Face token file cannot be read (\(named) \(path)): \(error.message). Nothing was sent. \(fix), or point HF_TOKEN_PATH at a regular file holding the token, or set HF_TOKEN"
+        case let .tokenText(from, problem):
+            let fix = from.hasPrefix("$") ? "set \(from.dropFirst()) to the token alone" : "write the token alone into \(from) ('hf auth login' does)"
+            return "the Hugging Face token from \(from) cannot be sent: \(problem). It was not sent; \(fix)"
+        case let .hubEndpoint(value, problem):
+            return "HF_ENDPOINT=\(URLOrigin.redacted(value).prefix(200)) cannot be used: \(problem). Set HF_ENDPOINT to the https URL of a Hugging Face Hub mirror (plain http only to 127.0.0.1 or localhost), or unset it to fetch from https://huggingface.co"
         case let .offline(by, url):
             return "offline (\(by)): \(URLOrigin.redacted(url)) would need the network, and no connection is made. Run again \(by.hasPrefix("--") ? "without \(by)" : "with \(by.prefix { $0 != "=" }) unset") to download"
         }
