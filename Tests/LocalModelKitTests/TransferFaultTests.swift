@@ -93,6 +93,15 @@ final class TransferWorld: Sendable {
         try FileIO.createDirectory((file as NSString).deletingLastPathComponent)
         try FileIO.writeFileAtomically(bytes, toPath: file)
     }
+
+    /// Saves the validators an earlier run leaves in the records beside its partial file
+    /// (a partial without any is fetched again from zero: P5).
+    func saveValidators(_ engine: LocalModelEngine, _ id: String, _ file: ServedFile, etag: String?, lastModified: String? = nil) throws {
+        let records = try engine.open().records
+        try records.write { ctx in
+            try ctx.upsertPartialFile(id, FileRecord(path: file.path, size: Int64(file.size), sha256: nil, etag: etag, lastModified: lastModified))
+        }
+    }
 }
 
 /// Runs `body` with a fresh world, removed afterwards (also when the body throws).
@@ -671,6 +680,7 @@ struct TransferFaultTests {
             try world.serve("progress", b, ["rate": 2 << 20])
             try world.writePartial("progress", a.path, Array(a.bytes[0..<present]))
             let engine = world.engine("progress", [a, b])
+            try world.saveValidators(engine, "progress", a, etag: a.etag)
             let log = TransferEventLog()
             let (result, _) = await transferDownload(engine, "progress", log: log)
             try expectTransferInstalled(world, engine, "progress", result, [a, b])
@@ -700,12 +710,13 @@ struct TransferFaultTests {
     /// `Scripts/bench cancel`, not asserted here.
     @Test(.timeLimit(.minutes(2))) func cancellationIsPromptAndKeepsPartial() async throws {
         try await withTransferWorld { world in
-            // Above `FileJob.resumableSize`: a small partial without saved validators restarts instead.
             let file = try ServedFile("model.bin", size: 300_000, seed: 71)
             let present = 1000
             try world.serve("cancel", file, ["trickle": 0.5])
             try world.writePartial("cancel", file.path, Array(file.bytes[0..<present]))
             let engine = world.engine("cancel", [file])
+            // What an earlier run leaves with its partial: without a validator it restarts (P5).
+            try world.saveValidators(engine, "cancel", file, etag: file.etag)
             let options = DownloadOptions(policy: transferTestPolicy(stallTimeout: 3600), progressInterval: 0.05)
             let task = Task { () -> LocalModelError? in
                 do throws(LocalModelError) {

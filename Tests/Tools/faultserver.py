@@ -34,7 +34,11 @@ Faults (all optional, combinable):
   trickle=T               one body byte every T seconds
   rate=B                  send the body at about B bytes a second (64 KiB steps)
   delay=T                 wait T seconds before answering
-  redirect=URL            answer 302 with `Location: URL`
+  redirect=URL            answer 302 with `Location: URL` (`{n}` in URL: this path's request count),
+                          a short text body and an ETag of its own, as the Hugging Face Hub's
+                          302 to its CDN does (neither is the file's)
+  expire_after=N          requests after the first N get 403 (a signed URL that expired)
+  validators=weak|none    the ETag is weak (`W/"…"`) and there is no Last-Modified, or neither
   auth=VALUE              a request whose `Authorization` is not exactly VALUE gets 401
                           (`WWW-Authenticate: Basic`, or `Bearer` when VALUE starts so)
   file=PATH               serve the bytes of this local file instead of generated content
@@ -75,7 +79,7 @@ def parse_query(query):
     for key, value in parse_qsl(query):
         if key == "statuses":
             out[key] = [int(v) for v in value.split(",") if v]
-        elif key == "bad_range":
+        elif key in ("bad_range", "validators", "redirect"):
             out[key] = value
         else:
             out[key] = float(value) if "." in value else int(value)
@@ -181,8 +185,14 @@ class Handler(BaseHTTPRequestHandler):
         if cfg.get("auth") is not None and self.headers.get("Authorization") != cfg["auth"]:
             scheme = "Bearer" if str(cfg["auth"]).startswith("Bearer") else 'Basic realm="models"'
             return self.answer(entry, 401, {"WWW-Authenticate": scheme, "Content-Length": "0"})
+        if cfg.get("expire_after") is not None and n > cfg["expire_after"]:
+            return self.answer(entry, 403, {"Content-Length": "0"})
         if cfg.get("redirect"):
-            return self.answer(entry, 302, {"Location": cfg["redirect"], "Content-Length": "0"})
+            location = cfg["redirect"].replace("{n}", str(n))
+            body = b"Found. Redirecting to " + location.encode()
+            self.answer(entry, 302, {"Location": location, "ETag": '"pointer-%d"' % n,
+                                     "Content-Type": "text/plain; charset=utf-8", "Content-Length": str(len(body))})
+            return self.send_body(body, entry, stat)
         if status:
             headers = {"Content-Length": "0"}
             if cfg.get("retry_after") is not None:
@@ -200,10 +210,16 @@ class Handler(BaseHTTPRequestHandler):
         flip = cfg.get("flip")
         if flip is not None and flip < size and n <= cfg.get("flip_times", 1 << 30):
             data = bytearray(data); data[flip] ^= 0xFF; data = bytes(data)
+        if cfg.get("validators") == "weak":
+            etag, modified = "W/" + etag, None
+        elif cfg.get("validators") == "none":
+            etag, modified = None, None
         headers = {"ETag": etag, "Last-Modified": modified, "Accept-Ranges": "bytes"}
+        headers = {k: v for k, v in headers.items() if v is not None}
         rng, if_range = self.headers.get("Range"), self.headers.get("If-Range")
         start, end = 0, size - 1
         partial = bool(rng) and not cfg.get("ignore_range") and (if_range is None or if_range in (etag, modified))
+        partial = partial and not (if_range or "").startswith("W/")      # RFC 9110: a weak tag never matches
         if rng and cfg.get("range_416"):
             headers.update({"Content-Range": "bytes */%d" % size, "Content-Length": "0"})
             return self.answer(entry, 416, headers)

@@ -142,14 +142,13 @@ final class CurlEasy {
     private func set(_ option: CURLoption, _ value: Int) { check(glasses_easy_setopt_long(handle, option, value), "\(option)") }
     private func set(_ option: CURLoption, pointer: UnsafeMutableRawPointer?) { check(glasses_easy_setopt_ptr(handle, option, pointer), "\(option)") }
     private func set(_ option: CURLoption, string: String) { check(glasses_easy_setopt_str(handle, option, string), "\(option)") }
-    private func set(_ option: CURLoption, offset: Int64) { check(glasses_easy_setopt_off(handle, option, curl_off_t(offset)), "\(option)") }
 
     // MARK: Options the transfer logic uses
 
     /// Sets up the next transfer. Throws when libcurl refused an option the transfer needs.
     /// - Parameter netrcFile: the netrc file to take a login from for this request's host
     ///   (`CURLOPT_NETRC_FILE`, optional use), nil for none.
-    func configure(url: String, resumeFrom offset: Int64, headers: [String], policy: TransferPolicy,
+    func configure(url: String, rangeFrom offset: Int64, headers: [String], policy: TransferPolicy,
                    netrcFile: String?) throws(TransferFault) {
         set(CURLOPT_URL, string: url)
         // Only https (and http for loopback tests/mirrors).
@@ -179,7 +178,13 @@ final class CurlEasy {
         set(CURLOPT_USERAGENT, string: policy.userAgent)
         // Model files are already compressed or incompressible; asking for gzip would make
         // ranges and sizes refer to a different byte stream (P10).
-        if offset > 0 { set(CURLOPT_RESUME_FROM_LARGE, offset: offset) }
+        // `Range: bytes=N-` as a plain range (CURLOPT_RANGE), not libcurl's resume
+        // (CURLOPT_RESUME_FROM_LARGE): a resume makes libcurl fail any answer with a body that
+        // is not a 206 with CURLE_RANGE_ERROR, a redirect's short body included (the Hub's
+        // 302 to its CDN), and the caller would start over from byte 0. Whether an answer
+        // continues the partial is decided by the caller from the status and Content-Range
+        // (`FileJob.endOfHeaders`), on whichever hop it arrives.
+        if offset > 0 { set(CURLOPT_RANGE, string: "\(offset)-") }
         var list: UnsafeMutablePointer<curl_slist>?
         for header in headers { list = glasses_curl_slist_append(list, header) }
         headerList = list

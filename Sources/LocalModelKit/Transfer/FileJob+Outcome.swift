@@ -14,6 +14,10 @@ extension FileJob {
         }
         // Who answered: after redirects (a CDN), not the URL the catalog gave.
         let answeredBy = easy?.effectiveURL ?? url
+        // The bytes came from where the redirects led: the next attempt of this run starts
+        // there (a dropped connection costs no second round trip to the catalog's URL).
+        // Any other ending (an error answer, no answer) asks the catalog's URL again.
+        resolvedURL = accepting && url != request.url ? url : nil
         // Progress means real bytes: a trickle of a few bytes per attempt, or an attempt that
         // ended in a stall, must not reset the budget (P4: bounded time).
         let stalled = easy?.isStall(result) ?? false
@@ -49,6 +53,15 @@ extension FileJob {
             return
         }
 
+        if case .ok = result, let cause = freeRetry() {
+            // Not the file's fault, nor the network's: the next attempt goes at once, and the
+            // retry budget stays as it was.
+            attemptsWithoutProgress = max(0, attemptsWithoutProgress - 1)
+            notBefore = 0
+            session.onEvent(.retry(file: request.name, attempt: attempts + 1, cause: cause, delay: 0))
+            return
+        }
+
         switch result {
         case .ok:
             switch status {
@@ -72,7 +85,9 @@ extension FileJob {
                 scheduleRetry(cause: "HTTP \(status)", retryAfter: retryAfter)
             case let denied where (denied == 401 || denied == 403) && URLOrigin.of(answeredBy) == URLOrigin.of(request.url):
                 // The source itself (not a CDN it redirected to, which never sees a credential).
-                finish(.failed(.authRequired(status, url: answeredBy, sent: session.credentials.sent(to: answeredBy, bearerFrom: bearerFrom))))
+                // A token refused earlier in this run (and withheld since) is what it lacks.
+                let sent = session.credentials.sent(to: answeredBy, bearerFrom: bearerFrom ?? session.tokenRefusedFrom)
+                finish(.failed(.authRequired(status, url: answeredBy, sent: sent)))
             default:
                 finish(.failed(.httpStatus(status, url: answeredBy, requested: url)))
             }
@@ -101,6 +116,26 @@ extension FileJob {
         case .other(let code, let message):
             finish(.failed(.refused("libcurl error \(code): \(message)", url: url)))
         }
+    }
+
+    /// Whether this attempt's answer sends the next one elsewhere at once, not counted as a
+    /// failure; the cause to report when it does.
+    /// - A signed URL reused from an earlier attempt was refused (400, 403, 410: it
+    ///   expired): the next attempt asks the catalog's URL for a fresh redirect.
+    /// - The Hugging Face token was refused (401): an expired or revoked login must not
+    ///   break a public model, so this run sends no token from now on, once. A second 401
+    ///   means the file needs a valid token (`authRequired`).
+    func freeRetry() -> String? {
+        if startedAtResolved, [400, 403, 410].contains(status) {
+            resolvedURL = nil
+            return "the signed URL from an earlier redirect was refused (HTTP \(status): expired); asking \(URLOrigin.redacted(request.url)) for a fresh one"
+        }
+        if status == 401, let from = bearerFrom {
+            // Each request that carried it (several may be in flight) is asked again without.
+            if session.tokenRefusedFrom == nil { session.tokenRefusedFrom = from }
+            return "the Hugging Face token from \(from) was refused (HTTP 401: expired or revoked); trying without it"
+        }
+        return nil
     }
 
     /// The response redirects to `target`: the same attempt goes on there, with a request of

@@ -15,6 +15,10 @@ extension FileJob {
             contentLength = nil
             contentEncoding = nil
             retryAfter = nil
+            // Validators are the answer's own: a redirect's (the Hub's 302 carries the
+            // pointer's ETag) never stands for the bytes of the answer it leads to.
+            etag = nil
+            lastModified = nil
             accepting = false
             return true
         }
@@ -77,8 +81,10 @@ extension FileJob {
         default:
             accepting = false
         }
-        if accepting, etag != nil || lastModified != nil {
-            // The next attempt of this run resumes with these validators (If-Range).
+        // The next attempt of this run (and a later run) resumes with the validators of the
+        // answer whose bytes are on disk (If-Range): a whole file's, even none (the old ones
+        // describe bytes that are gone); a continuation's when it gives them.
+        if accepting, status == 200 || etag != nil || lastModified != nil {
             request.etag = etag
             request.lastModified = lastModified
             session.noteValidators(FileValidators(name: request.name, size: request.size, etag: etag, lastModified: lastModified))

@@ -23,10 +23,17 @@ final class FileJob: CurlEasyDelegate {
     var onDiskAtAttemptStart: Int64 = 0
     var mismatchRetries = 0
     var requestedOffset: Int64 = 0
-    /// The URL of this request: the catalog's, or where a redirect of this attempt led.
-    /// Every attempt starts again at the catalog's URL (a signed CDN link may have expired).
+    /// The URL of this request: the catalog's, where a redirect of this attempt led, or
+    /// `resolvedURL`.
     var url: String
     var redirectsFollowed = 0
+    /// Where an earlier attempt's redirects led to the file's bytes (a CDN's signed URL): the
+    /// next attempt of this run starts there instead of asking the catalog's URL again. When
+    /// it is refused (expired: 400, 403, 410), the attempt after starts over at the catalog's
+    /// URL for a fresh redirect, at no cost to the retry budget.
+    var resolvedURL: String?
+    /// This attempt started at `resolvedURL`.
+    var startedAtResolved = false
     /// The next `begin` follows a redirect (the same attempt) rather than starting one.
     var followingRedirect = false
     /// Where the token sent with this request came from, when one was sent.
@@ -126,11 +133,10 @@ final class FileJob: CurlEasyDelegate {
             // written: short of its size it is not a resume base but someone else's file.
             restartFromZero("the linked copy is shorter than the file")
             size = 0
-        } else if size > 0 && size < request.size && request.size < FileJob.resumableSize
-                    && request.etag == nil && request.lastModified == nil {
-            // A small file whose validators were lost (a crash before they were saved):
-            // without If-Range a resume could splice two versions; fetch it whole.
-            restartFromZero("no validators were saved for this small partial")
+        } else if size > 0 && size < request.size && request.ifRange == nil {
+            // No validator to ask with (none saved, or the server gave only a weak ETag):
+            // without If-Range a resume could splice two versions of the file (P5).
+            restartFromZero("no validator (a strong ETag or Last-Modified) was saved for this partial")
             size = 0
         }
         do {
@@ -220,7 +226,7 @@ final class FileJob: CurlEasyDelegate {
             return
         }
         session.onEvent(.completed(file: request.name, sha256: actual))
-        finish(.completed(sha256: actual, etag: etag ?? request.etag, lastModified: lastModified ?? request.lastModified))
+        finish(.completed(sha256: actual, etag: request.etag, lastModified: request.lastModified))
     }
 
     // MARK: An attempt
@@ -233,7 +239,8 @@ final class FileJob: CurlEasyDelegate {
             followingRedirect = false
         } else {
             attempts += 1
-            url = request.url
+            startedAtResolved = resolvedURL != nil
+            url = resolvedURL ?? request.url
             redirectsFollowed = 0
         }
         status = 0
@@ -249,26 +256,25 @@ final class FileJob: CurlEasyDelegate {
             file.truncate(to: 0)
             hasher = try? SHA256Hasher()
             onDisk = 0
+        } else if onDisk > 0 && request.ifRange == nil {
+            // The bytes so far came with no validator to resume with (P5).
+            restartFromZero("the server gave no validator (a strong ETag or Last-Modified) to resume with")
         }
         onDiskAtAttemptStart = onDisk
         requestedOffset = onDisk
         writebackFrom = onDisk
         var headers: [String] = []
-        if onDisk > 0 {
-            // If-Range: only a strong ETag may be used; else Last-Modified (RFC 9110 §13.1.5).
-            if let tag = request.etag, !tag.hasPrefix("W/") {
-                headers.append("If-Range: \(tag)")
-            } else if let date = request.lastModified {
-                headers.append("If-Range: \(date)")
-            }
-        }
-        // A credential goes only to the origin it belongs to, one request at a time.
-        let authorization = session.credentials.authorization(for: url)
+        // The same Range and If-Range on every hop of a redirect: the bytes continue the
+        // partial wherever they finally come from.
+        if onDisk > 0, let ifRange = request.ifRange { headers.append("If-Range: \(ifRange)") }
+        // A credential goes only to the origin it belongs to, one request at a time; none
+        // once the token was refused in this run (`TransferSession.tokenRefusedFrom`).
+        let authorization = session.tokenRefusedFrom == nil ? session.credentials.authorization(for: url) : nil
         bearerFrom = authorization?.from
         if let authorization { headers.append(authorization.header) }
         easy.reset()
         do {
-            try easy.configure(url: url, resumeFrom: onDisk, headers: headers, policy: session.policy,
+            try easy.configure(url: url, rangeFrom: onDisk, headers: headers, policy: session.policy,
                                netrcFile: session.credentials.netrcFile)
         } catch {
             finish(.failed(.refused(error.description, url: request.url)))

@@ -18,6 +18,9 @@ final class TransferSession {
     let limiter: RateLimiter?
     /// The credentials of this run (`TransferCredentials.resolved`), read when it starts.
     private(set) var credentials = ResolvedCredentials.none
+    /// Where the Hugging Face token came from, once a request that carried it was answered
+    /// 401: no request of this run carries it after that (`FileJob.freeRetry`).
+    var tokenRefusedFrom: String?
 
     private var jobs: [FileJob] = []
     /// The bytes one transfer may take in a loop cycle while others run; nil when alone.
@@ -80,6 +83,7 @@ final class TransferSession {
             do { _ = try FileIO.openForReading(caFile) } catch { throw .caFile(error) }
         }
         credentials = try policy.credentials.resolved()
+        tokenRefusedFrom = nil
 
         jobs = requests.enumerated().map { FileJob(index: $0.offset, request: $0.element, session: self) }
         for job in jobs { job.reader = readers[job.index] }

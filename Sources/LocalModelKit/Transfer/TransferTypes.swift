@@ -33,6 +33,14 @@ public struct FileRequest: Sendable, Equatable {
         self.etag = etag
         self.lastModified = lastModified
     }
+
+    /// The `If-Range` value a resume asks with: a strong ETag, else Last-Modified
+    /// (RFC 9110 §13.1.5: a weak ETag may not be used); nil when there is neither, and a
+    /// partial is then fetched again from zero rather than resumed (P5).
+    public var ifRange: String? {
+        if let etag, !etag.hasPrefix("W/"), !etag.isEmpty { return etag }
+        return lastModified.flatMap { $0.isEmpty ? nil : $0 }
+    }
 }
 
 /// How one file ended.
