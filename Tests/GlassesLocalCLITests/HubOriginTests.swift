@@ -173,6 +173,26 @@ struct HubOriginTests {
         #expect(log.filter(\.isCDN).allSatisfy { $0.authorization == nil }, "the token went to the CDN:\n\(log)")
     }
 
+    @Test("an expired token on a public model: the origin refuses it (401), the run asks again without it, installs (exit 0) and says so; no CDN request carries a token")
+    func refusedTokenOnAPublicModel() throws {
+        let w = try World(); defer { w.remove() }
+        let hub = try HubServer(); defer { hub.stop() }
+        let repo = try HubRepo(w, hub: hub)
+        try hub.configure(["token": HubRepo.token, "public": true])
+
+        let r = try w.run(["download", HubRepo.id], catalog: repo.catalog, env: ["HF_TOKEN": "hf_ExpiredLogin"])
+        try repo.expectInstalled(w, after: r)
+        #expect(r.stderr.contains("$HF_TOKEN") && r.stderr.contains("refused") && !r.stderr.contains("hf_ExpiredLogin"), "\(r)")
+        let log = try hub.log()
+        let refused = log.filter { $0.status == 401 }
+        #expect(!refused.isEmpty && refused.allSatisfy { $0.authorization == "Bearer hf_ExpiredLogin" }, "\(log)")
+        for (name, _) in HubRepo.files {
+            #expect(log.contains { !$0.isCDN && $0.path.hasSuffix("/" + name) && $0.authorization == nil && $0.status != 401 },
+                    "\(name) was asked again without the token:\n\(log)")
+        }
+        #expect(log.filter(\.isCDN).allSatisfy { $0.authorization == nil }, "the token went to the CDN:\n\(log)")
+    }
+
     @Test("a renamed repository's relative 307 is followed, and a 429 with Retry-After: 1 is waited out: installed")
     func renamedRepoAndRateLimit() throws {
         let w = try World(); defer { w.remove() }

@@ -19,8 +19,10 @@ The ORIGIN (huggingface.co) serves one repository from a local folder:
   * a renamed repository (`renames`) answers `307` with a relative
     `Location: /NEW-ORG/NEW-NAME/resolve/...` (and a short body).
   * `too_many=N`: the first N origin requests get `429` with `Retry-After: <retry_after>`.
-  * `token=T`: an origin request without `Authorization: Bearer T` gets `401`
-    (`X-Error-Code: GatedRepo`). The CDN never asks for a token.
+  * `token=T`: an origin request whose `Authorization` is not `Bearer T` gets `401`
+    (`X-Error-Code: GatedRepo` when none was sent); with `public=1` a request without any
+    `Authorization` is served, and only a wrong token gets the `401` (as the real Hub
+    answers an expired login on a public model). The CDN never asks for a token.
   Unknown repository, revision or file: `404` with `X-Error-Code` (RepoNotFound,
   RevisionNotFound, EntryNotFound).
 
@@ -42,7 +44,7 @@ Control endpoints (on either port; JSON bodies):
   `POST /_repo` {"repo": "org/name", "revision": "<40 hex>", "folder": "/abs/dir",
                  "lfs_min": N (default 10 MiB, the Hub's), "lfs": [paths],
                  "branches": {"main": "<40 hex>"} (default: main -> revision)}
-  `POST /_config` {"token", "too_many", "retry_after", "renames": {"old/name": "org/name"},
+  `POST /_config` {"token", "public", "too_many", "retry_after", "renames": {"old/name": "org/name"},
                    "lifetime" (seconds, default 3600), "drop", "drop_times",
                    "expire_after_drop", "hold", "hold_times", "rate"}
                    (merged into the settings; fault counters start again)
@@ -219,11 +221,14 @@ class Handler(BaseHTTPRequestHandler):
         if name in settings["renames"]:
             target = "/%s/resolve/%s/%s" % (settings["renames"][name], quote(rev), quote(rel))
             return self.text(entry, 307, "Temporary Redirect. Redirecting to " + target, head, {"Location": target})
-        token = settings.get("token")
-        if token and self.headers.get("Authorization") != "Bearer " + token:
-            return self.answer(entry, 401, {"X-Error-Code": "GatedRepo", "WWW-Authenticate": 'Bearer realm="huggingface"',
-                                            "Content-Type": "application/json"},
-                               b'{"error":"Access to this repository is restricted: log in with a token."}', head)
+        token, sent = settings.get("token"), self.headers.get("Authorization")
+        if token and sent != "Bearer " + token and (sent is not None or not settings.get("public")):
+            headers = {"WWW-Authenticate": 'Bearer realm="huggingface"', "Content-Type": "application/json"}
+            if sent:
+                message = b"Invalid credentials in Authorization header"
+            else:
+                message, headers["X-Error-Code"] = b"Access to this repository is restricted.", "GatedRepo"
+            return self.answer(entry, 401, headers, b'{"error":"%s"}' % message, head)
         if not repo or name != repo["repo"]:
             return self.text(entry, 404, "Repository not found", head, {"X-Error-Code": "RepoNotFound"})
         commit = rev if rev == repo["revision"] else repo["branches"].get(rev)
