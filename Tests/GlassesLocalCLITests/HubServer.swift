@@ -37,10 +37,10 @@ final class HubServer {
     func clearLog() throws { try post("/_clear", [:]) }
 
     /// The requests both servers answered since the last `clearLog()`, in arrival order.
-    func log() throws -> [Entry] {
+    func log() throws -> [ServedRequest] {
         let (status, body) = try server.request("GET", "/_log")
         try #require(status == 200, "GET /_log answered \(status)")
-        struct Log: Decodable { var entries: [Entry] }
+        struct Log: Decodable { var entries: [ServedRequest] }
         return try JSONDecoder().decode(Log.self, from: Data(body)).entries
     }
 
@@ -48,38 +48,19 @@ final class HubServer {
         let (status, body) = try server.request("POST", path, body: [UInt8](try JSONSerialization.data(withJSONObject: object)))
         try #require(status == 200, "POST \(path) answered \(status): \(String(decoding: body, as: UTF8.self))")
     }
+}
 
-    /// One request as the server saw it.
-    struct Entry: Decodable, CustomStringConvertible {
-        /// "origin" or "cdn".
-        var server: String
-        var method: String
-        /// The path, without the query.
-        var path: String
-        var query: String
-        var status: Int?
-        var range: String?
-        var ifRange: String?
-        /// The `Authorization` header as received (nil: none).
-        var authorization: String?
-        /// A redirect's `Location`.
-        var location: String?
-        /// Body bytes sent.
-        var sent: Int64
-        /// Monotonic seconds on the server's clock.
-        var start: Double
-        var end: Double?
+extension ServedRequest: CustomStringConvertible {
+    var isCDN: Bool { server == "cdn" }
 
-        enum CodingKeys: String, CodingKey {
-            case server, method, path, query, status, range, authorization, location, sent, start, end
-            case ifRange = "if_range"
-        }
+    /// The path and query a request asked for (a signed URL's, for the CDN).
+    var target: String { (path ?? "") + "?" + (query ?? "") }
 
-        var isCDN: Bool { server == "cdn" }
+    /// Whether it asked for the file `name` (the last component of its path).
+    func isFor(_ name: String) -> Bool { path?.hasSuffix("/" + name) == true }
 
-        var description: String {
-            "\(server) \(method) \(path) → \(status.map(String.init) ?? "-") range=\(range ?? "-") if-range=\(ifRange ?? "-") "
-                + "auth=\(authorization == nil ? "none" : "yes") sent=\(sent)"
-        }
+    public var description: String {
+        "\(server ?? "-") \(method ?? "-") \(path ?? "-") → \(status.map(String.init) ?? "-") range=\(range ?? "-") "
+            + "if-range=\(ifRange ?? "-") auth=\(authorization == nil ? "none" : "yes") sent=\(sent)"
     }
 }

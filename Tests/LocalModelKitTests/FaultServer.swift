@@ -69,23 +69,7 @@ final class FaultServer: Sendable {
         var requests: Int
         /// Body bytes sent, all requests together.
         var sent: Int64
-        var log: [Request]
-
-        struct Request: Decodable, Sendable {
-            var range: String?
-            var ifRange: String?
-            /// The `Authorization` header as the server received it.
-            var authorization: String?
-            var status: Int?
-            var sent: Int64
-            var start: Double
-            var end: Double?
-
-            enum CodingKeys: String, CodingKey {
-                case range, status, sent, start, end, authorization
-                case ifRange = "if_range"
-            }
-        }
+        var log: [ServedRequest]
     }
 
     /// TCP connections the server accepted so far, this question's own included.

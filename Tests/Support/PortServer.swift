@@ -111,3 +111,32 @@ public final class PortServer: Sendable {
         return (status, Array(response[(split + 4)...]))
     }
 }
+
+/// One request as a helper server logged it (faultserver.py's `/_stats`, hubserver.py's
+/// `/_log`): what it asked for and what it was answered. The fields a server does not log
+/// are nil.
+public struct ServedRequest: Decodable, Sendable {
+    /// hubserver.py: which of its servers answered, "origin" or "cdn".
+    public var server: String?
+    public var method: String?
+    /// The path, without the query.
+    public var path: String?
+    public var query: String?
+    public var status: Int?
+    public var range: String?
+    public var ifRange: String?
+    /// The `Authorization` header as the server received it (nil: none).
+    public var authorization: String?
+    /// A redirect's `Location`.
+    public var location: String?
+    /// Body bytes sent.
+    public var sent: Int64
+    /// Monotonic seconds on the server's clock.
+    public var start: Double
+    public var end: Double?
+
+    enum CodingKeys: String, CodingKey {
+        case server, method, path, query, status, range, authorization, location, sent, start, end
+        case ifRange = "if_range"
+    }
+}

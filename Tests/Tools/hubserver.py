@@ -55,13 +55,14 @@ Control endpoints (on either port; JSON bodies):
                    or null), "location", "sent" (body bytes), "start", "end" (monotonic
                    seconds)}]}, in the order the requests arrived
 """
-import argparse, hashlib, hmac, json, os, select, signal, socket, sys, threading, time
+import argparse, hashlib, hmac, json, os, select, socket, threading, time
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qsl, quote, unquote, urlencode
 
+import helperserver
+from helperserver import STOP
+
 LOCK = threading.Lock()
-STOP = threading.Event()
 SECRET = os.urandom(32)       # the CDN's signing key, this process's only
 REPO = {}                     # "repo", "revision", "folder", "branches", "files": {path: info}
 BY_SHA = {}                   # sha256 -> absolute path, for the CDN
@@ -118,25 +119,12 @@ def expire_all():
         CLOCK["offset"] += SETTINGS["lifetime"] + 1
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):  # quiet: the tests read /_log instead
-        pass
-
+class Handler(helperserver.Handler):
     @property
     def role(self):
         return self.server.role
 
     # MARK: control endpoints
-
-    def reply_json(self, obj, status=200):
-        body = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
@@ -316,16 +304,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_body(body, entry, settings.get("rate", 0) if faults else 0)
 
     def send_body(self, data, entry, rate=0):
-        step = 16384
-        for i in range(0, len(data), step):
-            if STOP.is_set():
-                return
-            chunk = data[i:i + step]
-            self.wfile.write(chunk)
+        def counted(n):
             with LOCK:
-                entry["sent"] += len(chunk)
-            if rate:
-                time.sleep(len(chunk) / rate)
+                entry["sent"] += n
+        self.send_paced(data, counted, step=16384, rate=rate)
 
     def wait_for_close(self):
         """Sends nothing until the client closes the connection or the server ends."""
@@ -334,18 +316,6 @@ class Handler(BaseHTTPRequestHandler):
             if ready and not self.connection.recv(1, socket.MSG_PEEK):
                 return
 
-    def hang_up(self):
-        self.close_connection = True
-        self.wfile.flush()
-        self.connection.shutdown(socket.SHUT_RDWR)
-
-
-def serve(role):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.role = role
-    PORTS[role] = server.server_address[1]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
 def main():
@@ -355,24 +325,15 @@ def main():
     parser.add_argument("--folder")
     parser.add_argument("--lfs-min", type=int, default=10 << 20)
     args = parser.parse_args()
-    # SIGTERM is blocked in every thread (threads inherit the mask) and taken with sigwait
-    # in the main thread, as faultserver.py does.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     if args.repo:
         load_repo({"repo": args.repo, "revision": args.revision, "folder": os.path.abspath(args.folder),
                    "lfs_min": args.lfs_min})
-    serve("origin")
-    serve("cdn")
-    print("PORT %d\nCDN %d" % (PORTS["origin"], PORTS["cdn"]), flush=True)
 
-    def watch_stdin():
-        while sys.stdin.buffer.read(4096):
-            pass
-        os._exit(0)   # the test process went away
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    signal.sigwait({signal.SIGTERM})
-    STOP.set()
-    os._exit(0)       # handler threads may be held on purpose: do not wait
+    def start():
+        for role in ("origin", "cdn"):
+            PORTS[role] = helperserver.serve(Handler, role=role).server_address[1]
+        print("PORT %d\nCDN %d" % (PORTS["origin"], PORTS["cdn"]), flush=True)
+    helperserver.run_until_stopped(start)
 
 
 if __name__ == "__main__":
