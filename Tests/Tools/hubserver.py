@@ -33,7 +33,7 @@ moves it past every URL issued so far (new ones are valid), which is determinist
 waiting for `lifetime` seconds is not. Bytes come with the strong `ETag: "<sha256>"`,
 `Last-Modified`, `Accept-Ranges: bytes`; `Range: bytes=a-[b]` gets 206 + Content-Range, an
 `If-Range` that is not the ETag or Last-Modified gets the whole 200.
-CDN faults (for GET answers with a body, counted from the last configuration of the key):
+CDN faults (GET answers with a body, counted from the last `POST /_config`):
   drop=K, drop_times=M     first M answers: send K body bytes, then close the connection
   expire_after_drop=1      a drop also expires every URL issued so far (as `/_expire`)
   hold=K, hold_times=M     first M answers: send K body bytes, then nothing more until the
