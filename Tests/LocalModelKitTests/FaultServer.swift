@@ -69,23 +69,7 @@ final class FaultServer: Sendable {
         var requests: Int
         /// Body bytes sent, all requests together.
         var sent: Int64
-        var log: [Request]
-
-        struct Request: Decodable, Sendable {
-            var range: String?
-            var ifRange: String?
-            /// The `Authorization` header as the server received it.
-            var authorization: String?
-            var status: Int?
-            var sent: Int64
-            var start: Double
-            var end: Double?
-
-            enum CodingKeys: String, CodingKey {
-                case range, status, sent, start, end, authorization
-                case ifRange = "if_range"
-            }
-        }
+        var log: [ServedRequest]
     }
 
     /// TCP connections the server accepted so far, this question's own included.
@@ -96,41 +80,9 @@ final class FaultServer: Sendable {
         return try JSONDecoder().decode(Count.self, from: Data(body)).connections
     }
 
-    /// A minimal blocking HTTP/1.1 exchange over loopback (Connection: close).
+    /// A control request (PortServer's loopback exchange).
     private func request(_ method: String, _ path: String, body: [UInt8] = []) throws -> (Int, [UInt8]) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw SystemError(errno: errno, "socket") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw SystemError(errno: errno, "connect 127.0.0.1:\(port)") }
-        let head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: \(body.count)\r\n\r\n"
-        let message = Array(head.utf8) + body
-        var offset = 0
-        while offset < message.count {
-            let n = message[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard n > 0 else { throw SystemError(errno: errno, "send") }
-            offset += n
-        }
-        var response: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { break }
-            response += buffer[0..<n]
-        }
-        let separator: [UInt8] = Array("\r\n\r\n".utf8)
-        guard let split = (0...max(0, response.count - 4)).first(where: { Array(response[$0..<min($0 + 4, response.count)]) == separator })
-        else { throw SystemError(message: "malformed answer to \(method) \(path)") }
-        let statusLine = String(decoding: response[0..<split], as: UTF8.self).split(separator: " ")
-        let status = statusLine.count > 1 ? Int(statusLine[1]) ?? 0 : 0
-        return (status, Array(response[(split + 4)...]))
+        try server.request(method, path, body: body)
     }
 }
 

@@ -49,16 +49,17 @@ seconds; authorization: the header as received, or null).
 `GET /_connections` → {"connections": n}: TCP connections accepted so far, this one included.
 `POST /_reset` forgets all configuration and statistics.
 """
-import hashlib, json, os, signal, socket, sys, threading, time
+import hashlib, json, socket, threading, time
 from email.utils import formatdate
 from functools import lru_cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit, parse_qsl
+
+import helperserver
+from helperserver import STOP
 
 LOCK = threading.Lock()
 CONFIG = {}   # path -> dict of settings (see above), plus "_n": requests so far, "version"
 STATS = {}    # path -> {"requests", "sent", "log"}
-STOP = threading.Event()
 CONNECTIONS = [0]   # accepted so far (Handler.setup runs once per connection)
 
 
@@ -86,26 +87,13 @@ def parse_query(query):
     return out
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):  # quiet: the tests read /_stats instead
-        pass
-
+class Handler(helperserver.Handler):
     def setup(self):
         with LOCK:
             CONNECTIONS[0] += 1
         super().setup()
 
     # MARK: control endpoints
-
-    def reply_json(self, obj, status=200):
-        body = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
@@ -160,20 +148,10 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def send_body(self, data, entry, stat, trickle=0, rate=0):
-        step = 1 if trickle else 65536
-        for i in range(0, len(data), step):
-            if STOP.is_set():
-                return
-            self.wfile.write(data[i:i + step])
+        def counted(n):
             with LOCK:
-                entry["sent"] += len(data[i:i + step]); stat["sent"] += len(data[i:i + step])
-            if trickle or rate:
-                time.sleep(trickle or len(data[i:i + step]) / rate)
-
-    def hang_up(self):
-        self.close_connection = True
-        self.wfile.flush()
-        self.connection.shutdown(socket.SHUT_RDWR)
+                entry["sent"] += n; stat["sent"] += n
+        self.send_paced(data, counted, step=1 if trickle else 65536, pause=trickle, rate=rate)
 
     def serve_file(self, cfg, n, entry, stat):
         if cfg.get("hang_times", 0) == -1 or n <= cfg.get("hang_times", 0):
@@ -261,23 +239,10 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    # SIGTERM is blocked in every thread (threads inherit the mask) and taken with
-    # sigwait in the main thread: a signal delivered to a busy handler thread would
-    # otherwise never wake the main thread.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    print("PORT %d" % server.server_address[1], flush=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-
-    def watch_stdin():
-        while sys.stdin.buffer.read(4096):
-            pass
-        os._exit(0)   # the test process went away
-    threading.Thread(target=watch_stdin, daemon=True).start()
-    signal.sigwait({signal.SIGTERM})
-    STOP.set()
-    os._exit(0)       # handler threads may be blocked on purpose (hang, hold): do not wait
+    def start():
+        server = helperserver.serve(Handler)
+        print("PORT %d" % server.server_address[1], flush=True)
+    helperserver.run_until_stopped(start)
 
 
 if __name__ == "__main__":
