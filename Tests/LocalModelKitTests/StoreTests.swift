@@ -72,6 +72,32 @@ struct StoreTests {
         return !((try? probe.tryLock(exclusive: false)) ?? false)
     }
 
+    @Test("a lock released while a child process holds a copy of its descriptor (a spawn between fork and exec) is free at once")
+    func unlockReleasesInheritedDescriptor() throws {
+        try S.withTempDir { (dir: String) throws(any Error) in
+            let path = dir + "/m.lock"
+            let lock = FileLock(path: path)
+            #expect(try lock.tryLock())
+            // The lock's descriptor, found by what it names, given to a child as its stdin:
+            // the child then holds the same open file description, as a forked child does
+            // until it execs.
+            let fdDir = "/proc/self/fd"
+            let held = try #require(try FileManager.default.contentsOfDirectory(atPath: fdDir).compactMap(Int32.init).first {
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDir)/\($0)")) == path
+            }, "the lock's descriptor is open")
+            let child = Subprocess()
+            child.executableURL = URL(fileURLWithPath: "/bin/sleep")
+            child.arguments = ["60"]
+            child.standardInput = FileHandle(fileDescriptor: held, closeOnDealloc: false)
+            try SpawnGate.spawn { try child.run() }
+            defer { child.terminate(); child.waitUntilExit() }
+            lock.unlock()
+            let next = FileLock(path: path)
+            #expect(try next.tryLock(), "released on the description itself (flock LOCK_UN), not only closed here")
+            next.unlock()
+        }
+    }
+
     @Test("a second lock on the same file fails while the first is held, and succeeds after unlock", .noSpawnsMeanwhile)
     func fileLockExcludesInProcess() throws {
         try S.withTempDir { (dir: String) throws(any Error) in

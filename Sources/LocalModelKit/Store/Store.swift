@@ -240,6 +240,7 @@ public final class FileLock {
     }
 
     public func unlock() {
+        file?.unlock()
         file?.close()
         file = nil
     }

@@ -121,6 +121,13 @@ public final class FileDescriptor {
         if errno == EWOULDBLOCK && !wait { return false }
         throw SystemError(errno: errno, "lock \(path)")
     }
+
+    /// Releases a `flock` on the open file description itself. Closing alone is not enough:
+    /// a child process forked meanwhile (another thread's `posix_spawn`, between its fork and
+    /// its exec) holds a copy of the descriptor, and with it the lock, until it execs.
+    func unlock() {
+        _ = FileIO.retrying { flock(fd, LOCK_UN) }
+    }
 }
 
 @available(*, unavailable)
