@@ -51,7 +51,7 @@ public struct LocalCopyUse: Sendable, Equatable {
     /// found each way (`…/models--org--repo: 3 by SHA-256 in blobs/`).
     public var foundIn: String
 
-    public init(files: [String], bytes: Int64, copied: Int, refused: [String], downloaded: Int, total: Int, place: String, foundIn: String) {
+    init(files: [String], bytes: Int64, copied: Int, refused: [String], downloaded: Int, total: Int, place: String, foundIn: String) {
         (self.files, self.bytes, self.copied, self.refused) = (files, bytes, copied, refused)
         (self.downloaded, self.total, self.place, self.foundIn) = (downloaded, total, place, foundIn)
     }
