@@ -46,6 +46,9 @@ final class ProgressPrinter {
     private var barShown = false
     /// Set by the `.done` event: nothing had to be fetched.
     private(set) var wasAlreadyInstalled = false
+    /// Set by the `.usedLocalCopies` event: what came from the Hugging Face cache, for the
+    /// summary line (printed whatever the progress style, unless --quiet or --json).
+    private(set) var localCopies: LocalCopyUse?
 
     init(console: Console, modelId: String, noProgress: Bool) {
         self.console = console
@@ -58,6 +61,7 @@ final class ProgressPrinter {
 
     func handle(_ event: DownloadEvent) {
         if case .done(_, let already) = event { wasAlreadyInstalled = already }
+        if case .usedLocalCopies(let used) = event { localCopies = used }
         switch style {
         case .json: json(event)
         case .bar, .lines: human(event)
@@ -88,6 +92,8 @@ final class ProgressPrinter {
         case let .foundLocally(files, bytes, total, place):
             console.printJSON(["event": "found-locally", "modelId": id, "files": .array(files.map(JSONValue.string)), "bytes": .int(bytes),
                                "total": .int(Int64(total)), "place": .string(place)])
+        case .usedLocalCopies(let used):
+            console.printJSON(.object([("event", "local-copies-used"), ("modelId", id)] + Format.usedLocalCopiesFields(used)))
         case let .done(path, already):
             console.printJSON(["event": already ? "skipped" : "done", "modelId": id, "path": .string(path), "exitCode": 0])
         }
@@ -135,6 +141,9 @@ final class ProgressPrinter {
         case let .foundLocally(files, bytes, total, place):
             clearBar()
             console.err("\(modelId): " + Format.foundLocally(files.count, of: total, bytes: bytes, in: place))
+        case .usedLocalCopies:
+            // Said in the summary, after the install (`TransferCommands.download`).
+            break
         case .done: clearBar()
         }
     }
@@ -206,6 +215,7 @@ enum TransferCommands {
                 printer.clearBar()
                 let seconds = monotonicSeconds() - start
                 let size = engine.catalog.model(id: id)?.installedBytes ?? 0
+                if let used = printer.localCopies { context.console.say("\(id): " + Format.usedLocalCopies(used)) }
                 if printer.wasAlreadyInstalled {
                     context.console.say("\(id): already installed in \(path); nothing to download")
                 } else {

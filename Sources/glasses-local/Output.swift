@@ -61,6 +61,24 @@ enum Format {
             + (found == total ? "; nothing to fetch" : "; the rest will be downloaded") + " (each verified first)"
     }
 
+    /// "12 of 12 files (3.1 GiB) from the Hugging Face cache (…/snapshots/…): linked,
+    /// verified, nothing downloaded"; when some were not there or were refused, how many
+    /// were downloaded instead.
+    static func usedLocalCopies(_ used: LocalCopyUse) -> String {
+        let how = used.copied == 0 ? "linked" : used.copied == used.files.count ? "copied" : "linked (\(used.copied) copied)"
+        let refused = used.refused.isEmpty ? ""
+            : " (\(used.refused.count) refused there, their bytes did not match: \(used.refused.prefix(3).joined(separator: ", ")))"
+        return "\(used.files.count) of \(used.total) file\(used.total == 1 ? "" : "s") (\(bytes(used.bytes))) from \(used.place) (\(used.foundIn)): \(how), verified"
+            + (used.downloaded == 0 ? ", nothing downloaded" : "; \(used.downloaded) downloaded" + refused)
+    }
+
+    /// The `--json` fields of `usedLocalCopies` (after `event` and `modelId`).
+    static func usedLocalCopiesFields(_ used: LocalCopyUse) -> [(key: String, value: JSONValue)] {
+        [("files", .array(used.files.map(JSONValue.string))), ("bytes", .int(used.bytes)), ("total", .int(Int64(used.total))),
+         ("copied", .int(Int64(used.copied))), ("refused", .array(used.refused.map(JSONValue.string))),
+         ("downloaded", .int(Int64(used.downloaded))), ("place", .string(used.place)), ("foundIn", .string(used.foundIn))]
+    }
+
     /// "12,345".
     static func grouped(_ n: Int) -> String {
         let digits = String(abs(n))

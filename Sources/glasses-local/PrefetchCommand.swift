@@ -126,6 +126,8 @@ enum PrefetchCommand {
                     case .skippedExtras(let entries): line("extras-skipped", "skipped \(entries.count) archive entries the catalog does not list")
                     case let .adopted(files, bytes): line("already-in-store", "\(files.count) file(s) (\(Format.bytes(bytes))) already in the store: linked, not downloaded")
                     case let .foundLocally(files, bytes, total, place): line("found-locally", Format.foundLocally(files.count, of: total, bytes: bytes, in: place))
+                    case .usedLocalCopies(let used):
+                        line("local-copies-used", Format.usedLocalCopies(used), Format.usedLocalCopiesFields(used).map { ($0.key, $0.value) })
                     case .phase, .progress, .stall, .fileCompleted, .done: break
                     }
                 })

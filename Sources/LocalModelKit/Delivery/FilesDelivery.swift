@@ -40,14 +40,15 @@ struct FilesDelivery: SourceDelivery {
                     boundary: boundary, size: file.size, sha256: file.sha256, etag: saved?.etag, lastModified: saved?.lastModified)
     }
 
-    /// Links what the store already holds, fetches the rest into the partial folder; the
-    /// tree is the partial folder, every file's hash computed on the way.
+    /// Links what the store already holds and what the Hugging Face cache holds, fetches the
+    /// rest into the partial folder; the tree is the partial folder, every file's hash
+    /// computed on the way.
     func fetch(in run: DownloadRun) throws(LocalModelError) -> FetchedTree {
         run.onEvent(.phase(.download))
         let saved = run.recorder.prior.validators
         let root = run.layout.partialPath(id: model.id)
-        run.adoptStoredCopies()
-        run.adoptHuggingFaceCopies()
+        let fromStore = run.adoptStoredCopies()
+        let fromCache = run.adoptHuggingFaceCopies()
         let base = run.rewrite(baseURL)
         let requests = model.files.map { request(for: $0, base: base, root: root, boundary: run.layout.root, saved: saved[$0.path]) }
         let result = try run.transfer(requests, plainHTTP: CatalogRules.isPlainHTTP(base))
@@ -60,6 +61,12 @@ struct FilesDelivery: SourceDelivery {
             case .failed(let failure):
                 throw run.failure(failure, request: request, result: result, downloadBytes: downloadBytes)
             }
+        }
+        if let fromCache {
+            let used = run.usedLocalCopies(fromCache, fromStore: fromStore)
+            tree.localCopies = used
+            // Every file from there: the record says so, rather than naming a URL never used.
+            if used.files.count == model.files.count { tree.origin = "\(used.place) (\(used.foundIn))" }
         }
         run.onEvent(.phase(.verify))
         return tree

@@ -55,6 +55,8 @@ struct FetchedTree {
     var validators: [String: FileValidators] = [:]
     /// Archive entries the catalog does not list, skipped (for the history).
     var skippedExtras: [String] = []
+    /// Files taken from outside the store (the Hugging Face cache) and verified in it.
+    var localCopies: LocalCopyUse?
     /// Where the tree came from, for the record and the history.
     var origin: String
 }

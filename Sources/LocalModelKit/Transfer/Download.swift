@@ -26,6 +26,10 @@ public enum DownloadEvent: Sendable, Equatable {
     /// partial data, then verified like any resume base; a bad one is fetched. `total` is
     /// the model's file count.
     case foundLocally(files: [String], bytes: Int64, total: Int, place: String)
+    /// Once, after the install committed and before `.done`, when files came from outside
+    /// the store (the Hugging Face cache): those that passed verification, those refused
+    /// and downloaded instead, and how many were downloaded in all (zero: nothing was).
+    case usedLocalCopies(LocalCopyUse)
     /// Exactly once, after the install committed. `alreadyInstalled` when nothing was fetched.
     case done(path: String, alreadyInstalled: Bool)
 }
@@ -102,11 +106,15 @@ extension LocalModelEngine {
         let records: Records
         records = try open().records
         try requireStoreCatalog()
+        // What the Hugging Face cache holds of it may make a per-file source the better one.
+        let copies = huggingFaceCopies(of: model)
+        let chosen = copies.map { model.preferringFiles(given: $0, layout: layout) } ?? model
         // The Hugging Face token may go to the origins of this model's sources that ask for
         // it (through HF_ENDPOINT when that applies); a bad HF_ENDPOINT stops here.
-        let options = try options.authorizing(model)
+        let options = try options.authorizing(chosen)
         return try withModelLock(modelId) { () throws(LocalModelError) in
-            try DownloadRun(engine: self, model: model, records: records, options: options, cancellation: cancellation, onEvent: onEvent).execute()
+            try DownloadRun(engine: self, model: chosen, records: records, options: options, cancellation: cancellation,
+                            huggingFaceCopies: copies, onEvent: onEvent).execute()
         }
     }
 }

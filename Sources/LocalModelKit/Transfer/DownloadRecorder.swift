@@ -141,7 +141,8 @@ final class DownloadRecorder {
                 let extras = tree.skippedExtras
                 let skipped = extras.isEmpty ? ""
                     : "; skipped \(extras.count) archive entr\(extras.count == 1 ? "y" : "ies") the catalog does not list: \(extras.prefix(5).joined(separator: ", "))"
-                try ctx.append(.completed, modelId: id, detail: "installed \(model.installedBytes) bytes in \(finalPath) from \(tree.origin)" + skipped)
+                let local = tree.localCopies.map { "; " + $0.historyText } ?? ""
+                try ctx.append(.completed, modelId: id, detail: "installed \(model.installedBytes) bytes in \(finalPath) from \(tree.origin)" + local + skipped)
             }
         } catch { throw .wrap(error, modelId: id) }
     }

@@ -16,7 +16,9 @@ public struct ImportedFile: Sendable, Equatable {
     }
     public var path: String
     public var outcome: Outcome
-    /// Why a file was refused or missed (its size or SHA-256, an unreadable file).
+    /// Why a file was refused or missed (its size or SHA-256, an unreadable file); for a file
+    /// found in the Hugging Face cache other than under its path in the snapshot, how it
+    /// was found (by its SHA-256 in `blobs/`, unchanged in another snapshot).
     public var detail: String?
 }
 
@@ -25,8 +27,10 @@ public struct ImportReport: Sendable, Equatable {
     public var modelId: String
     /// Where the files were looked for (`LocalCopyPlace.description`).
     public var place: String
-    /// The folder they were looked up in: the folder, or the snapshot in the cache; nil
-    /// when the cache has no snapshot of the model.
+    /// The folder they were looked up in: the folder; in the cache, the snapshot of the
+    /// revision the model's source names, else the repository's folder when files were
+    /// found in it by their SHA-256 (`ImportedFile.detail` says how); nil when the place
+    /// has no copy of the model.
     public var folder: String?
     public var files: [ImportedFile]
     /// The model is installed now (or already was).
@@ -92,7 +96,8 @@ extension DownloadRun {
                 // The source side is the file the place's links lead to; the store side is
                 // reached without following any link (P11).
                 let outcome = try FileIO.linkOrCopy(source, within: FileIO.parent(of: source), to: target, below: layout.root)
-                outcomes[file.path] = ImportedFile(path: file.path, outcome: outcome == .copied ? .copied : .linked)
+                outcomes[file.path] = ImportedFile(path: file.path, outcome: outcome == .copied ? .copied : .linked,
+                                                   detail: copies.detail(file.path))
                 toCheck.append(file)
             } catch {
                 if case .source(let problem) = error {
@@ -116,7 +121,7 @@ extension DownloadRun {
             try recorder.note(.imported, "import from \(place.description): \(found) of \(model.files.count) file(s) verified and kept as partial data; \(outstanding.count) still to download (first: \(outstanding[0].path))")
             return report
         }
-        let tree = FetchedTree(path: partialRoot, hashes: checked.hashes, origin: "import from \(copies.folder ?? place.description)")
+        let tree = FetchedTree(path: partialRoot, hashes: checked.hashes, origin: "import from \(copies.foundIn ?? place.description)")
         report.path = try install(tree, finalPath: finalPath)
         report.installed = true
         return report

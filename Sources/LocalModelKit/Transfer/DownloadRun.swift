@@ -13,6 +13,12 @@ final class DownloadRun {
 
     /// The one writer of this download's state to the records.
     let recorder: DownloadRecorder
+    /// What the Hugging Face cache holds of the model, looked up once before the run
+    /// (`LocalModelEngine.huggingFaceCopies`); nil when there is nothing to link from there.
+    let huggingFaceCopies: LocalCopies?
+    /// Files a transfer of this run started over from zero: a linked copy among them was
+    /// refused (its bytes did not match) and downloaded.
+    private(set) var restartedFiles: Set<String> = []
 
     // Progress state.
     private var lastFraction = 0.0
@@ -22,8 +28,10 @@ final class DownloadRun {
 
     /// Reads what the records hold for the model (the one read of a download).
     init(engine: LocalModelEngine, model: CatalogModel, records: Records, options: DownloadOptions,
-         cancellation: CancellationFlag, onEvent: @escaping (DownloadEvent) -> Void) throws(LocalModelError) {
+         cancellation: CancellationFlag, huggingFaceCopies: LocalCopies? = nil,
+         onEvent: @escaping (DownloadEvent) -> Void) throws(LocalModelError) {
         self.engine = engine
+        self.huggingFaceCopies = huggingFaceCopies
         self.model = model
         self.records = records
         self.options = options
@@ -106,7 +114,10 @@ final class DownloadRun {
         let deliveries = model.deliveries
         for (n, delivery) in deliveries.enumerated() {
             do {
-                return try install(delivery.fetch(in: self), finalPath: finalPath)
+                let tree = try delivery.fetch(in: self)
+                let path = try install(tree, finalPath: finalPath)
+                if let used = tree.localCopies { onEvent(.usedLocalCopies(used)) }
+                return path
             } catch {
                 switch error {
                 case .cancelled, .diskFull, .insufficientStorage, .busy, .records, .system, .transfer, .incompleteInstall:
@@ -134,7 +145,10 @@ final class DownloadRun {
                   readers: [Int: any PartialFileReader] = [:]) throws(LocalModelError) -> TransferResult {
         let session = TransferSession(
             options: options, cancellation: cancellation, allowPlainHTTPRedirects: plainHTTP,
-            onEvent: { [self] event in onEvent(DownloadEvent(event)) },
+            onEvent: { [self] event in
+                if case .restarted(let file, _) = event { restartedFiles.insert(file) }
+                onEvent(DownloadEvent(event))
+            },
             onTick: { [self] tick in
                 recorder.checkpoint(tick, key: validatorKey)
                 if tick.reason != .validators { progress(tick.presentBytes, tick.totalBytes) }
