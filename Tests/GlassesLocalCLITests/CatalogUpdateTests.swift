@@ -311,4 +311,26 @@ struct CatalogUpdateTests {
         let r = try p.w.run(["catalog", "update"], catalog: nil, env: env)
         #expect(r.status == 0 && r.stdout.contains("catalog version 3 accepted"), "\(r)")
     }
+
+    @Test("a .catalog that is a symbolic link: never read through, removed by the next command, and catalog update restores the store's catalog (the outside folder untouched)")
+    func catalogFolderLink() throws {
+        let p = try Publisher(); defer { p.w.remove() }
+        let url = try p.publish("cat/catalog.json", Self.catalog(version: 2, id: "v2-model"))
+        try #require(try p.update(url).status == 0)
+        // The store's catalog folder is replaced by a link to an outside copy of it.
+        let outside = p.w.root + "/outside-catalog"
+        try FileManager.default.moveItem(atPath: p.w.store + "/.catalog", toPath: outside)
+        try FileManager.default.createSymbolicLink(atPath: p.w.store + "/.catalog", withDestinationPath: outside)
+        let before = Disk.tree(outside)
+
+        let list = try p.list()
+        #expect(list.status == 0 && !list.stdout.contains("v2-model"), "the catalog behind the link is not used\n\(list)")
+        let isLink = (try? FileManager.default.destinationOfSymbolicLink(atPath: p.w.store + "/.catalog")) != nil
+        #expect(!isLink, "the link is gone after a command opened the store")
+        let restore = try p.update(url)
+        #expect(restore.status == 0, "catalog update can restore the store\n\(restore)")
+        let after = try p.list()
+        #expect(after.stdout.contains("v2-model"), "\(after)")
+        #expect(Disk.tree(outside) == before, "nothing written through the link")
+    }
 }

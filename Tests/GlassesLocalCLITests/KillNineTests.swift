@@ -78,8 +78,82 @@ struct KillNineTests {
         try Self.killDownload(w, id: SampleModel.id, catalog: point == "download" ? slow : fast, at: point)
         let refetch: Refetch = point == "download" || point == "hash"
             ? .resume(file: SampleModel.big, size: Int64(SampleModel.bigSize)) : .nothing
-        try Self.expectRecovery(w, id: SampleModel.id, catalog: fast, point: point, expectInstalled: point == "after-commit",
+        // From the rename on, the verified tree is in place and start-up repair finishes the install (P15).
+        try Self.expectRecovery(w, id: SampleModel.id, catalog: fast, point: point, expectInstalled: ["after-rename", "after-commit"].contains(point),
                                 refetch: refetch, matches: w.nginx.mirror + "/" + SampleModel.folder)
+    }
+
+    /// Version 1 installed from `u1`, and a version-2 catalog of the same model id whose
+    /// `b.bin` changed (from `u2`).
+    static func updateWorld() throws -> (w: World, v1: String, v2: String) {
+        let w = try World()
+        try w.addModel("u1", files: [("a.bin", 200 * 1024), ("b.bin", 90 * 1024)])
+        let v1 = try w.filesCatalog("u1", id: "u")
+        try FileManager.default.createDirectory(atPath: w.nginx.mirror + "/u2", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: w.nginx.mirror + "/u1/a.bin", toPath: w.nginx.mirror + "/u2/a.bin")
+        _ = try w.nginx.addRandomFile("u2/b.bin", size: 70 * 1024)
+        let hashed = try String(contentsOfFile: try w.filesCatalog("u2", id: "u"), encoding: .utf8)
+        let v2 = w.root + "/catalogs/u-v2.json"
+        try hashed.replacingOccurrences(of: "\"catalogVersion\": 1,", with: "\"catalogVersion\": 2,").write(toFile: v2, atomically: true, encoding: .utf8)
+        return (w, v1, v2)
+    }
+
+    @Test("an update killed after the new tree took the folder's name, before the records said so: start-up repair finishes it (installed v2, verify 0, nothing fetched)")
+    func updateKilledAfterRename() throws {
+        let (w, v1, v2) = try Self.updateWorld(); defer { w.remove() }
+        try #require(try w.run(["download", "u"], catalog: v1).status == 0)
+        try Self.killDownload(w, id: "u", catalog: v2, at: "after-rename")
+        w.nginx.clearLog()
+        let list = try w.run(["list", "--json"], catalog: v2)
+        let u = try #require((try list.jsonObject()["models"] as? [[String: Any]])?.first { $0["id"] as? String == "u" }, "\(list)")
+        #expect(u["isInstalled"] as? Bool == true && u["updateAvailable"] as? Bool == false, "the update is finished, not half-recorded: \(list)")
+        let verify = try w.run(["verify", "u"], catalog: v2)
+        #expect(verify.status == 0, "the records describe the files in the folder\n\(verify)")
+        w.expectInstalledMatches("u", source: w.nginx.mirror + "/u2")
+        let history = try w.run(["history", "u"], catalog: v2)
+        #expect(history.stdout.contains("finished an interrupted install"), "\(history)")
+        let again = try w.run(["download", "u"], catalog: v2)
+        #expect(again.status == 0 && again.stdout.contains("already installed"), "\(again)")
+        #expect(w.nginx.accessLog().isEmpty, "nothing fetched again: \(w.nginx.accessLog())")
+        #expect(Disk.tree(w.stagingRoot).isEmpty, "no .replaced left: \(w.leftovers)")
+        try w.expectRecordsIntact(catalog: v2)
+    }
+
+    @Test("an update killed with the old tree moved aside and the new one not yet in place: repair restores v1 (verify 0), keeps v2's verified files, and the next download fetches nothing")
+    func updateKilledBetweenRenames() throws {
+        let (w, v1, v2) = try Self.updateWorld(); defer { w.remove() }
+        try #require(try w.run(["download", "u"], catalog: v1).status == 0)
+        try Self.killDownload(w, id: "u", catalog: v2, at: "aside")
+        w.nginx.clearLog()
+        let verify = try w.run(["verify", "u"], catalog: v2)
+        #expect(verify.status == 0, "v1 is back in place and verifies against its records\n\(verify)")
+        w.expectInstalledMatches("u", source: w.nginx.mirror + "/u1")
+        let again = try w.run(["download", "u"], catalog: v2)
+        #expect(again.status == 0, "\(again)")
+        #expect(w.nginx.accessLog().isEmpty, "the update's verified files were kept: \(w.nginx.accessLog())")
+        w.expectInstalledMatches("u", source: w.nginx.mirror + "/u2")
+        try w.expectRecordsIntact(catalog: v2)
+    }
+
+    @Test("a delete killed after its records write: the model is absent at once, and repair finishes removing its files")
+    func deleteKilledAfterRecording() throws {
+        let w = try World(); defer { w.remove() }
+        try w.addModel(SampleModel.folder, files: SampleModel.files)
+        let catalog = try w.filesCatalog(SampleModel.folder, id: SampleModel.id)
+        try #require(try w.run(["download", SampleModel.id], catalog: catalog).status == 0)
+        let p = try w.start(["delete", SampleModel.id], catalog: catalog, env: ["GLASSES_LOCAL_TEST_HOOK": "hold@delete-recorded"])
+        let held = p.waitForStderr("HOLD delete-recorded", timeout: 60)
+        if !held { p.send(SIGKILL) }
+        try #require(held, "\(p.wait())")
+        // While the delete is held: the records already say absent, and the files are all there.
+        #expect(Disk.exists(w.installFolder(SampleModel.id)))
+        #expect(p.killNine())
+        #expect(try !w.isInstalled(SampleModel.id, catalog: catalog))
+        #expect(!Disk.exists(w.installFolder(SampleModel.id)), "repair finished the delete")
+        #expect(w.leftovers.isEmpty, "\(w.leftovers)")
+        let history = try w.run(["history", SampleModel.id], catalog: catalog)
+        #expect(history.stdout.contains("finished an interrupted delete"), "\(history)")
+        try w.expectRecordsIntact(catalog: catalog)
     }
 
     @Test("archive model: kill -9 at a phase (unpack included) → installed or absent; download again → exit 0, verify 0, records ok",
@@ -90,7 +164,7 @@ struct KillNineTests {
         let size = try #require(Disk.fileSize(w.nginx.mirror + "/" + ArchiveModel.archivePath))
         try Self.killDownload(w, id: ArchiveModel.id, catalog: point == "download" ? source.slowCatalog : source.catalog, at: point)
         let refetch: Refetch = point == "download" ? .resume(file: "arch.tar.bz2", size: size) : .nothing
-        try Self.expectRecovery(w, id: ArchiveModel.id, catalog: source.catalog, point: point, expectInstalled: point == "after-commit",
+        try Self.expectRecovery(w, id: ArchiveModel.id, catalog: source.catalog, point: point, expectInstalled: ["after-rename", "after-commit"].contains(point),
                                 refetch: refetch, matches: source.tree)
     }
 }

@@ -24,6 +24,8 @@ struct StoreMoveTests {
                 db = sqlite3.connect(sys.argv[1])
                 db.execute("UPDATE installs SET path = ? WHERE model_id = 'mv1'", (sys.argv[2],))
                 db.execute("ALTER TABLE installs DROP COLUMN source")   # added by migration 4
+                db.execute("DROP TABLE switch_files")                   # added by migration 5
+                db.execute("DROP TABLE switches")
                 db.execute("PRAGMA user_version = 2")
                 db.commit()
                 """

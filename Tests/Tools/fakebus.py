@@ -7,7 +7,9 @@ Usage: fakebus.py SOCKET METERED
   METERED  the NMMetered value NetworkManager answers (0 unknown, 1 yes, 2 no, 3 guess-yes,
            4 guess-no), or "absent": the name org.freedesktop.NetworkManager has no owner
            (the bus answers org.freedesktop.DBus.Error.ServiceUnknown to a call that forbids
-           auto-start, and "yes" to one that would have started NetworkManager).
+           auto-start, and "yes" to one that would have started NetworkManager), or
+           "silent": the bus accepts the connection and never answers (its handshake
+           included); each connection appends a line to SOCKET.accepted.
 
 Speaks just enough of the D-Bus protocol for one client: the SASL handshake (EXTERNAL),
 then `Hello` and `org.freedesktop.DBus.Properties.Get("org.freedesktop.NetworkManager",
@@ -101,6 +103,12 @@ def strings(body):
 
 
 def serve(conn):
+    if METERED == "silent":
+        with open(SOCKET + ".accepted", "a") as log:
+            log.write("accepted\n")
+        while conn.recv(4096):          # read whatever comes, answer nothing
+            pass
+        return
     serial = [0]
 
     def send(kind, reply_to, sender, signature, body, error=None):

@@ -130,9 +130,13 @@ extension LocalModelEngine {
                                                below: layout.root)
             }
             let target = layout.catalogRoot + "/\(catalog.catalogVersion).json"
+            // Both files' bytes durable before they take their names, and the names before
+            // the records raise the version (P15): after a power cut the records never name
+            // a version whose stored files are empty.
+            try FileIO.syncFiles(["catalog.json", "catalog.json.sig"], in: work, below: layout.root)
             try layout.rename(requests[1].partialPath, to: target + ".sig")
             try layout.rename(requests[0].partialPath, to: target)
-            try FileIO.syncDirectory(layout.catalogRoot)
+            try FileIO.syncFolders([layout.catalogRoot, work], below: layout.root)
             let restored = catalog.catalogVersion == recorded
             try records.write { ctx in
                 try ctx.noteCatalogVersion(catalog.catalogVersion)

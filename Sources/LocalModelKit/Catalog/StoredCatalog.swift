@@ -69,7 +69,9 @@ extension StoreLayout {
     /// name meanwhile is never the one moved), and the history says so. The version floor
     /// lives in the records, so removing or damaging files here never lowers it.
     public func readStoredCatalogs(keys given: [(name: String, pem: String)], setAside: Bool = true) -> StoredCatalogRead {
-        guard let names = try? FileIO.listDirectory(catalogRoot), !names.isEmpty else { return StoredCatalogRead(found: nil, unusable: []) }
+        // Never through a link (P11): a `.catalog` that is one holds no catalog of this store.
+        guard (try? FileIO.status(catalogRoot))??.kind == .directory,
+              let names = try? FileIO.listDirectory(catalogRoot), !names.isEmpty else { return StoredCatalogRead(found: nil, unusable: []) }
         let keys = trustedKeys(given)
         let versions = names.compactMap { name -> Int? in
             guard name.hasSuffix(".json") else { return nil }
@@ -149,6 +151,8 @@ extension StoreLayout {
             try createDirectory(damagedCatalogRoot)
             if FileIO.exists(path + ".sig") { try rename(path + ".sig", to: target + ".sig") }
             if FileIO.exists(path) { try rename(path, to: target) }
+            // Durable before the history says so (P15).
+            try FileIO.syncFolders([FileIO.parent(of: path), damagedCatalogRoot], below: root)
         } catch {
             return nil
         }

@@ -20,6 +20,37 @@ enum NetworkManagerBus {
     /// - Returns: the value, or why there is none (no libsystemd, no system bus, no
     ///   NetworkManager on it, a refusal).
     static func metered(busAddress: String) -> Result<UInt32, MeteredProblem> {
+        // sd-bus bounds the method call, not the connection: a bus that accepts and never
+        // completes its handshake holds `sd_bus_open_system` for its 90-second authentication
+        // timeout. The question runs on a thread of its own, and past the timeout the answer
+        // is "unknown" whatever the thread is still waiting for (it ends by itself).
+        final class Answer: @unchecked Sendable {
+            // @unchecked: `result` is only touched under `lock`.
+            let lock = Threads.Lock()
+            var result: Result<UInt32, MeteredProblem>?
+        }
+        let answer = Answer()
+        let started = Threads.tryStart(name: "glasses-nm-metered") {
+            let result = ask(busAddress: busAddress)
+            answer.lock.withLock {
+                answer.result = result
+                answer.lock.broadcast()
+            }
+        }
+        guard started else { return ask(busAddress: busAddress) }
+        let deadline = monotonicSeconds() + Double(timeoutMicroseconds) / 1_000_000
+        return answer.lock.withLock {
+            while answer.result == nil {
+                let left = deadline - monotonicSeconds()
+                if left <= 0 { break }
+                answer.lock.wait(seconds: left)
+            }
+            return answer.result ?? .failure(.noNetworkManager("the system bus at \(busAddress) did not answer within \(timeoutMicroseconds / 1_000_000) s"))
+        }
+    }
+
+    /// The question itself, blocking (see `metered`).
+    private static func ask(busAddress: String) -> Result<UInt32, MeteredProblem> {
         var bus: OpaquePointer?
         let opened = glasses_sd_bus_open_system(&bus)
         guard opened >= 0, let bus else {

@@ -129,7 +129,8 @@ extension LocalModelEngine {
             summary.append("stopped: " + why); onEvent(.stopped(why))
             return .finished(fetched: [])
         }
-        if policy.requireUnmetered {
+        // Offline nothing uses the network, so whether it would cost is not asked.
+        if policy.requireUnmetered && options.policy.offlineBy == nil {
             let metered = probe.metered()
             switch metered.state {
             case .metered:

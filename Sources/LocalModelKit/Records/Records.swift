@@ -151,6 +151,35 @@ public final class Records: Sendable {
         """
         ALTER TABLE installs ADD COLUMN source TEXT;
         """,
+        // 5: a switch of a model's folder in progress (an install's rename into place, a
+        // delete), written before any file of it moves, so that start-up repair finishes or
+        // undoes it (P15). `tree_device`/`tree_inode` name the verified tree an install puts
+        // in place; the other columns are the install record it commits.
+        """
+        CREATE TABLE switches (
+            model_id TEXT PRIMARY KEY,
+            action TEXT NOT NULL CHECK (action IN ('install', 'delete')),
+            tree_device INTEGER,
+            tree_inode INTEGER,
+            kind TEXT NOT NULL,
+            catalog_version INTEGER NOT NULL,
+            path TEXT NOT NULL,
+            total_bytes INTEGER NOT NULL CHECK (total_bytes >= 0),
+            created_at REAL NOT NULL,
+            source TEXT,
+            started_at REAL NOT NULL
+        ) STRICT;
+        CREATE TABLE switch_files (
+            model_id TEXT NOT NULL REFERENCES switches(model_id) ON DELETE CASCADE,
+            path TEXT NOT NULL,
+            size INTEGER NOT NULL CHECK (size >= 0),
+            sha256 TEXT,
+            etag TEXT,
+            last_modified TEXT,
+            verified_sha256 TEXT,
+            PRIMARY KEY (model_id, path)
+        ) STRICT, WITHOUT ROWID;
+        """,
     ]
 
     private static func migrate(_ db: SQLiteConnection, path: String, busyLimitSeconds: Double) throws {

@@ -81,34 +81,44 @@ extension LocalModelEngine {
         return try withModelLock(id) { () throws(LocalModelError) -> DeleteResult in
             let kind = model?.kind ?? record?.kind ?? .llm
             let finalPath = record.map(layout.folder(of:)) ?? layout.installPath(id: id, kind: kind)
-            let aside = layout.stagingRoot + "/" + id + ".deleting"
+            let leftovers = [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)]
+            let existed = record != nil || FileIO.exists(finalPath) || leftovers.contains(where: FileIO.exists)
+            guard existed else { return DeleteResult(modelId: id, existed: false, freedBytes: 0) }
             var freed: Int64 = 0
-            var existed = record != nil
             do {
-                // Out of its final place in one rename: from here the model is absent.
-                if FileIO.exists(finalPath) {
-                    existed = true
-                    try layout.remove(aside)
-                    try layout.rename(finalPath, to: aside)
-                }
-                for leftover in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] where FileIO.exists(leftover) {
-                    existed = true
-                }
-                // Free the space first, commit after: on a full disk the records can only be
-                // written once room exists. A crash in between leaves a record whose folder is
-                // gone, which opening the store repairs.
-                freed += try layout.remove(aside)
-                for leftover in [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)] {
-                    freed += try layout.remove(leftover)
-                }
-                if existed {
-                    TestHooks.point("records-write")
+                // The records say "not installed" before any file goes (P15): no moment shows
+                // an installed model without its bytes, and the switch lets start-up repair
+                // finish a delete a crash or a power cut interrupted. On a full disk the
+                // records cannot grow until room exists: then the files go first (freeing the
+                // room), and a crash in between leaves a record whose folder is gone, which
+                // start-up repair removes.
+                TestHooks.point("records-write")
+                var intentRecorded = true
+                do {
                     try records.write { ctx in
                         try ctx.deleteInstall(id)
                         try ctx.clearPartialFiles(id)
                         try ctx.release(id)
-                        try ctx.append(.deleted, modelId: id, detail: "deleted \(finalPath), \(freed) bytes freed")
+                        try ctx.beginSwitch(SwitchRecord(
+                            modelId: id, action: .delete, tree: nil,
+                            install: InstallRecord(modelId: id, kind: kind, state: .installed, catalogVersion: record?.catalogVersion ?? 0,
+                                                   path: record?.path ?? StoreLayout.relativeInstallPath(id: id, kind: kind),
+                                                   totalBytes: 0, createdAt: ctx.now, updatedAt: ctx.now),
+                            files: []))
                     }
+                } catch RecordsError.diskFull {
+                    intentRecorded = false
+                }
+                TestHooks.point("delete-recorded")
+                freed = try layout.removeModelData(id, folder: finalPath)
+                try records.write { ctx in
+                    if !intentRecorded {
+                        try ctx.deleteInstall(id)
+                        try ctx.clearPartialFiles(id)
+                        try ctx.release(id)
+                    }
+                    try ctx.dropSwitch(id)
+                    try ctx.append(.deleted, modelId: id, detail: "deleted \(finalPath), \(freed) bytes freed")
                 }
             } catch {
                 throw .wrap(error, modelId: id)
@@ -221,30 +231,34 @@ extension LocalModelEngine {
                                       onEvent: { onEvent(DownloadEvent($0)) })
         let result: TransferResult
         do { result = try session.run(requests) } catch { throw .wrap(error, modelId: model.id) }
-        var fixed: [String] = []
         var hashes: [String: String] = [:]
         for (request, outcome) in zip(requests, result.outcomes) {
             switch outcome {
             case .completed(let sha, _, _):
-                let target = folder + "/" + request.name
-                do {
-                    // A link in the way (a planted one, the reason the file failed) is
-                    // removed, never followed; the verified file takes its place.
-                    if let found = try FileIO.status(target), found.kind != .regular { try layout.remove(target) }
-                    try layout.createDirectory(FileIO.parent(of: target))
-                    try layout.rename(request.partialPath, to: target)
-                } catch { throw .wrap(error, modelId: model.id) }
-                fixed.append(request.name)
                 hashes[request.name] = sha
             case .failed(let failure):
                 _ = try? layout.remove(repairRoot)
                 throw LocalModelError(failure, modelId: model.id, request: request) { (0, request.size) }
             }
         }
+        let fixed = requests.map(\.name)
+        do {
+            // Each verified file's bytes are durable before it replaces the bad one (P15): a
+            // power cut never leaves an empty or short file under an installed model.
+            try FileIO.syncFiles(fixed, in: repairRoot, below: layout.root)
+            for name in fixed {
+                let target = folder + "/" + name
+                // A link in the way (a planted one, the reason the file failed) is
+                // removed, never followed; the verified file takes its place.
+                if let found = try FileIO.status(target), found.kind != .regular { try layout.remove(target) }
+                try layout.createDirectory(FileIO.parent(of: target))
+                try layout.rename(repairRoot + "/" + name, to: target)
+            }
+            // The renames, durable before the record says so.
+            try FileIO.syncFolders(fixed.map { FileIO.parent(of: folder + "/" + $0) }, below: layout.root)
+        } catch { throw .wrap(error, modelId: model.id) }
         _ = try? layout.remove(repairRoot)
         do {
-            // The re-fetched files' bytes and their renames, durable before the record says so.
-            try FileIO.syncFiles(fixed, in: folder, below: layout.root)
             try records.write { ctx in
                 for var file in try ctx.read.files(model.id) where hashes[file.path] != nil {
                     file.verifiedSha256 = hashes[file.path]
@@ -284,6 +298,8 @@ extension LocalModelEngine {
                 let path = layout.stagingRoot + "/" + name
                 removed.append((path, try layout.remove(path)))
             }
+            // The removals are durable before the history reports them (P15).
+            if !removed.isEmpty { try FileIO.syncFolders([layout.partialRoot, layout.stagingRoot], below: layout.root) }
             try records.write { ctx in
                 for model in catalog.models where !FileIO.exists(layout.partialPath(id: model.id)) && !FileIO.exists(layout.partialArchivePath(id: model.id)) {
                     try ctx.clearPartialFiles(model.id)

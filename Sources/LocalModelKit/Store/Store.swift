@@ -96,6 +96,15 @@ public struct StoreLayout: Sendable, Equatable {
                 continue
             }
         }
+        // The stored catalog's folders are made when a catalog is first accepted; a link in
+        // their place is removed like the others (else `catalog update` could never write
+        // there, and the stored catalog would be read through it).
+        for dir in [catalogRoot, rotatedKeysRoot, damagedCatalogRoot] {
+            if let found = try FileIO.status(dir), found.kind == .symbolicLink {
+                try FileIO.removeTree(dir, below: root)
+                removed.append(dir)
+            }
+        }
         return removed
     }
 
@@ -110,6 +119,23 @@ public struct StoreLayout: Sendable, Equatable {
     @discardableResult
     public func remove(_ path: String) throws(SystemError) -> Int64 {
         try FileIO.removeTree(path, below: root)
+    }
+
+    /// Removes a model's folder (out of its place in one rename first, so it is never seen
+    /// half removed), its partial data and staging leftovers, and makes the removals durable
+    /// (P15). Returns the bytes freed. The caller holds the model's lock.
+    public func removeModelData(_ id: String, folder: String) throws(SystemError) -> Int64 {
+        let aside = stagingRoot + "/" + id + ".deleting"
+        var freed: Int64 = 0
+        if FileIO.exists(folder) {
+            try remove(aside)
+            try rename(folder, to: aside)
+        }
+        for path in [aside, partialPath(id: id), partialArchivePath(id: id), stagingPath(id: id)] {
+            freed += try remove(path)
+        }
+        try FileIO.syncFolders([FileIO.parent(of: folder), stagingRoot, partialRoot], below: root)
+        return freed
     }
 
     /// `rename` inside the store; no folder on either side is reached through a link.

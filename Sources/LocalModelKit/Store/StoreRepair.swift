@@ -25,8 +25,22 @@ struct StoreRepair {
         // One snapshot for the lock-free first look. Every model that looks wrong is checked
         // again under its lock before anything is changed; a healthy store (the start-up
         // case) takes no lock at all.
-        let (installs, allFiles, reservations) = try records.read { ctx in
-            (try ctx.installs(), try ctx.allFiles(), try ctx.reservations())
+        var (installs, allFiles, reservations, switches) = try records.read { ctx in
+            (try ctx.installs(), try ctx.allFiles(), try ctx.reservations(), try ctx.switches())
+        }
+        // Switches a crash or a power cut interrupted (P15), first: each is finished or undone
+        // by what is on disk, and the look below starts from the state that leaves.
+        if !switches.isEmpty {
+            for change in switches {
+                guard let lock = try layout.tryModelLock(change.modelId, ifPermitted: true) else { continue }
+                defer { lock.unlock() }
+                // Re-read under the lock: the process that wrote it may have finished meanwhile.
+                guard let current = try records.read({ try $0.switchRecord(change.modelId) }) else { continue }
+                actions.append(try settle(current))
+            }
+            (installs, allFiles, reservations, switches) = try records.read { ctx in
+                (try ctx.installs(), try ctx.allFiles(), try ctx.reservations(), try ctx.switches())
+            }
         }
         let byId = Dictionary(installs.map { ($0.modelId, $0) }, uniquingKeysWith: { a, _ in a })
 
@@ -53,6 +67,7 @@ struct StoreRepair {
             guard let lock = try layout.tryModelLock(record.modelId, ifPermitted: true) else { continue }
             defer { lock.unlock() }
             try layout.rename(aside, to: folder)
+            try durable(FileIO.parent(of: folder), layout.stagingRoot)
             try records.append(.repaired, modelId: record.modelId, detail: "interrupted update: previous install restored")
             actions.append(RepairAction(modelId: record.modelId, what: "an interrupted update was rolled back; the previous install is in place again"))
         }
@@ -105,6 +120,7 @@ struct StoreRepair {
             guard let lock = try layout.tryModelLock(owner, ifPermitted: true) else { continue }
             defer { lock.unlock() }
             try layout.remove(path)
+            try durable(FileIO.parent(of: path))
             let attributed = catalog.model(id: owner) != nil || byId[owner] != nil ? owner : nil
             let what = "removed the symbolic link (or special file) \(path) planted in the store; links inside the store are never followed or moved"
             try records.append(.repaired, modelId: attributed, detail: what)
@@ -127,6 +143,7 @@ struct StoreRepair {
                     continue  // restored above when its lock was free; leave it for the next open
                 }
                 let freed = try layout.remove(path)
+                try durable(layout.stagingRoot)
                 let what = "removed leftover staging entry \(name) (\(freed) bytes)"
                 let attributed = catalog.model(id: owner) != nil || byId[owner] != nil ? owner : nil
                 try records.append(.repaired, modelId: attributed, detail: what)
@@ -136,6 +153,7 @@ struct StoreRepair {
             let modelId = owner
             if try records.install(modelId)?.state == .installed {
                 let freed = try layout.remove(path)
+                try durable(layout.stagingRoot)
                 let what = "removed a leftover staging copy (\(freed) bytes); the installed model is intact"
                 try records.append(.repaired, modelId: modelId, detail: what)
                 actions.append(RepairAction(modelId: modelId, what: what))
@@ -144,6 +162,7 @@ struct StoreRepair {
                 actions.append(RepairAction(modelId: modelId, what: "unfinished install moved back to .partial; the next download re-verifies it instead of fetching it again"))
             } else {
                 let freed = try layout.remove(path)
+                try durable(layout.stagingRoot)
                 let what = "removed an unfinished install from staging (\(freed) bytes)"
                 try records.append(.repaired, modelId: modelId, detail: what)
                 actions.append(RepairAction(modelId: modelId, what: what))
@@ -165,6 +184,7 @@ struct StoreRepair {
             let partial = layout.partialPath(id: model.id)
             if FileIO.isDirectory(partial), usefulBytes(of: model, in: folder) > usefulBytes(of: model, in: partial) {
                 let freed = try layout.remove(partial)
+                try durable(layout.partialRoot)
                 try records.append(.repaired, modelId: model.id,
                                    detail: "removed partial data (\(freed) bytes) that held less of the model than the unrecorded folder \(folder)")
             }
@@ -173,6 +193,7 @@ struct StoreRepair {
                 actions.append(RepairAction(modelId: model.id, what: "folder \(folder) had no install record; moved to .partial, the next download re-verifies it"))
             } else {
                 let freed = try layout.remove(folder)
+                try durable(FileIO.parent(of: folder))
                 try records.append(.repaired, modelId: model.id, detail: "unrecorded folder removed")
                 actions.append(RepairAction(modelId: model.id, what: "folder \(folder) had no install record; removed (\(freed) bytes)"))
             }
@@ -215,7 +236,69 @@ struct StoreRepair {
                                detail: "removed \(links.count) symbolic link(s) or special file(s) planted in \(path) (first: \(links[0])); links inside the store are never followed or moved")
         }
         try layout.rename(path, to: partial)
+        try durable(FileIO.parent(of: path), layout.partialRoot)
         return true
+    }
+
+    /// fsyncs the folders a repair changed, before the records say it is done (P15): a second
+    /// power cut never undoes a repair the history reports.
+    private func durable(_ folders: String...) throws {
+        try FileIO.syncFolders(folders, below: layout.root)
+    }
+
+    /// Finishes or undoes a switch an interruption left (P15), under the model's lock.
+    /// - An install whose verified tree is in the model's folder (its device and inode) is
+    ///   finished: the records commit what the switch recorded.
+    /// - Otherwise it is undone: an older install moved aside goes back, and the verified
+    ///   tree goes to `.partial`, where the next download re-verifies it instead of fetching it.
+    /// - A delete is finished: its folder and data are removed.
+    private func settle(_ change: SwitchRecord) throws -> RepairAction {
+        let id = change.modelId
+        let folder = layout.folder(of: change.install)
+        let aside = layout.stagingRoot + "/" + id + ".replaced"
+        switch change.action {
+        case .delete:
+            let freed = try layout.removeModelData(id, folder: folder)
+            let what = "finished an interrupted delete (\(freed) bytes freed)"
+            try records.write { ctx in
+                try ctx.dropSwitch(id)
+                try ctx.clearPartialFiles(id)
+                try ctx.release(id)
+                try ctx.append(.deleted, modelId: id, detail: what)
+            }
+            return RepairAction(modelId: id, what: what)
+        case .install:
+            let inPlace = try FileIO.status(folder).map { $0.kind == .directory && $0.identity == change.tree } ?? false
+            if inPlace {
+                // The rename is observed; make it durable before the records rely on it.
+                try durable(FileIO.parent(of: folder), layout.stagingRoot)
+                let what = "finished an interrupted install: the verified tree was already in place; recorded as installed"
+                try records.write { ctx in
+                    try ctx.commitSwitch(id)
+                    try ctx.clearPartialFiles(id)
+                    try ctx.release(id)
+                    try ctx.append(.repaired, modelId: id, detail: what)
+                }
+                _ = try layout.remove(aside)
+                try durable(layout.stagingRoot)
+                return RepairAction(modelId: id, what: what)
+            }
+            var what = "rolled back an interrupted install"
+            if !FileIO.exists(folder), FileIO.isDirectory(aside) {
+                try layout.rename(aside, to: folder)
+                what += "; the previous install is in place again"
+            }
+            let staging = layout.stagingPath(id: id)
+            if try FileIO.status(staging).map({ $0.identity == change.tree }) == true, try salvage(staging, modelId: id) {
+                what += "; its verified files are in .partial for the next download to re-verify"
+            }
+            try durable(FileIO.parent(of: folder), layout.stagingRoot)
+            try records.write { ctx in
+                try ctx.dropSwitch(id)
+                try ctx.append(.repaired, modelId: id, detail: what)
+            }
+            return RepairAction(modelId: id, what: what)
+        }
     }
 
     private func forget(_ modelId: String, because reason: String) throws {

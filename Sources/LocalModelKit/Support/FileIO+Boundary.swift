@@ -82,8 +82,16 @@ extension FileIO {
             var parent = FileIO.parent(of: path)
             while parent.count > folder.count, folders.insert(parent).inserted { parent = FileIO.parent(of: parent) }
         }
-        for path in folders {
-            let dir = try openDirectory(path, below: root, create: false)
+        try syncFolders(folders, below: root)
+    }
+
+    /// fsyncs each folder (after entries were added, renamed or removed in it, so that the
+    /// change survives a power cut); a folder that does not exist is skipped. Nothing is
+    /// reached through a link.
+    public static func syncFolders(_ folders: some Sequence<String>, below root: String) throws(SystemError) {
+        for path in Set(folders) {
+            let dir: Int32
+            do { dir = try openDirectory(path, below: root, create: false) } catch where error.isNotFound { continue }
             defer { close(dir) }
             guard fsync(dir) == 0 else { throw SystemError(errno: errno, "fsync folder \(path)") }
         }

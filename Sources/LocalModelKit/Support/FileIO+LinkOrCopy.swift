@@ -25,7 +25,8 @@ extension FileIO {
     /// Neither side follows a link: every folder from each root down is opened
     /// `O_DIRECTORY | O_NOFOLLOW` (missing folders below `root` are made with `mkdirat`),
     /// the source `O_NOFOLLOW` read-only and checked to be a regular file with `fstat`,
-    /// and a link at the destination is refused. The new file is made under a random
+    /// and a link at the destination is refused. Only a source this user owns is linked;
+    /// another user's is copied (so it can never rewrite what it shared). The new file is made under a random
     /// name in the destination's folder, exclusively (`linkat`, or `openat` with
     /// `O_CREAT | O_EXCL | O_NOFOLLOW`, so nothing planted under a guessable name is ever
     /// written through), fsynced when copied, and `renameat` over the destination.
@@ -65,7 +66,11 @@ extension FileIO {
 
         let outcome: LinkOutcome
         let temporary: String
-        if let linked = try linkExclusively(sourceDir, sourceLeaf, identity: identity, into: dir, path: destination) {
+        // Only a file this user owns is linked: a link shares the bytes, and another user who
+        // owns the source (a shared cache, a folder an import names) could rewrite them under
+        // the installed model. Anyone else's file is copied.
+        if sourceStatus.ownedByThisUser,
+           let linked = try linkExclusively(sourceDir, sourceLeaf, identity: identity, into: dir, path: destination) {
             outcome = .linked
             temporary = linked
         } else {

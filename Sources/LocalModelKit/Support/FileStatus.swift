@@ -43,6 +43,11 @@ public struct FileIdentity: Sendable, Hashable {
         device = UInt64(truncatingIfNeeded: st.st_dev)
         inode = UInt64(truncatingIfNeeded: st.st_ino)
     }
+
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
 }
 
 /// A moment a file system recorded: seconds since 1970 and the nanoseconds after them.
@@ -77,8 +82,11 @@ public struct FileStatus: Sendable, Equatable {
     public var modified: FileTimestamp
     /// The last change of the file's bytes or its metadata (names, mode, owner).
     public var statusChanged: FileTimestamp
+    /// Whether the file belongs to the user this process runs as (its effective user).
+    public var ownedByThisUser: Bool
 
     init(_ st: stat) {
+        ownedByThisUser = st.st_uid == geteuid()
         kind = FileKind(mode: st.st_mode)
         permissions = st.st_mode & 0o7777
         size = Int64(st.st_size)

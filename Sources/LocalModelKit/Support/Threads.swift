@@ -41,6 +41,20 @@ public enum Threads {
         /// Waits for a `broadcast`; call it holding the lock, in a loop over the condition.
         public func wait() { pthread_cond_wait(condition, mutex) }
 
+        /// `wait`, for at most `seconds` (realtime clock); returns on a broadcast, the time
+        /// running out, or a spurious wake-up: callers loop over their condition.
+        public func wait(seconds: Double) {
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            let seconds = min(max(seconds, 0), 3600)
+            let whole = Int(seconds.rounded(.down))
+            var nanos = Int(now.tv_nsec) + Int((seconds - Double(whole)) * 1e9)
+            var deadline = timespec(tv_sec: now.tv_sec + whole + nanos / 1_000_000_000, tv_nsec: 0)
+            nanos %= 1_000_000_000
+            deadline.tv_nsec = nanos
+            _ = pthread_cond_timedwait(condition, mutex, &deadline)
+        }
+
         public func broadcast() { pthread_cond_broadcast(condition) }
     }
 

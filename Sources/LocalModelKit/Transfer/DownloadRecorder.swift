@@ -102,19 +102,40 @@ final class DownloadRecorder {
         }
     }
 
+    /// The install record and file rows a verified tree becomes.
+    private func rows(of tree: FetchedTree, relativePath: String, now: Double) -> (InstallRecord, [FileRecord]) {
+        let record = InstallRecord(modelId: id, kind: model.kind, state: .installed, catalogVersion: catalogVersion,
+                                   path: relativePath, totalBytes: model.installedBytes, createdAt: createdAt ?? now,
+                                   updatedAt: now, installedAt: now, lastError: nil, source: tree.origin)
+        let files = model.files.map { f in
+            FileRecord(path: f.path, size: f.size, sha256: f.sha256, etag: tree.validators[f.path]?.etag,
+                       lastModified: tree.validators[f.path]?.lastModified, bytesPresent: f.size, verifiedSha256: tree.hashes[f.path])
+        }
+        return (record, files)
+    }
+
+    /// Before the verified, durable tree is renamed into place: the switch, with the record
+    /// it will commit and the tree's identity, so that a crash or a power cut anywhere in the
+    /// renames is finished (the tree is in place) or undone by start-up repair (P15).
+    func switching(_ tree: FetchedTree, relativePath: String, identity: FileIdentity?) throws(LocalModelError) {
+        do {
+            try records.write { ctx in
+                let (record, files) = rows(of: tree, relativePath: relativePath, now: ctx.now)
+                try ctx.beginSwitch(SwitchRecord(modelId: id, action: .install, tree: identity, install: record, files: files))
+            }
+        } catch { throw .wrap(error, modelId: id) }
+    }
+
     /// The install's commit (P1): one transaction makes the model installed, with its files,
-    /// their hashes and validators, and releases the reservation.
+    /// their hashes and validators, ends the switch, and releases the reservation.
     /// - Parameter relativePath: the install folder, relative to the store.
     func installed(_ tree: FetchedTree, at finalPath: String, relativePath: String) throws(LocalModelError) {
         do {
             try records.write { ctx in
-                try ctx.upsert(InstallRecord(modelId: id, kind: model.kind, state: .installed, catalogVersion: catalogVersion,
-                                             path: relativePath, totalBytes: model.installedBytes, createdAt: createdAt ?? ctx.now,
-                                             updatedAt: ctx.now, installedAt: ctx.now, lastError: nil, source: tree.origin))
-                try ctx.setFiles(id, model.files.map { f in
-                    FileRecord(path: f.path, size: f.size, sha256: f.sha256, etag: tree.validators[f.path]?.etag,
-                               lastModified: tree.validators[f.path]?.lastModified, bytesPresent: f.size, verifiedSha256: tree.hashes[f.path])
-                })
+                let (record, files) = rows(of: tree, relativePath: relativePath, now: ctx.now)
+                try ctx.upsert(record)
+                try ctx.setFiles(id, files)
+                try ctx.dropSwitch(id)
                 try ctx.clearPartialFiles(id)
                 try ctx.release(id)
                 let extras = tree.skippedExtras

@@ -41,17 +41,23 @@ extension DownloadRun {
             } else {
                 try FileIO.syncFilesystem(staging)
             }
+            try layout.remove(old)
             try FileIO.syncDirectory(layout.stagingRoot)
-            TestHooks.point("install")
             let parent = FileIO.parent(of: finalPath)
             try layout.createDirectory(parent)
+            // The switch is recorded before anything moves (P15): from here a crash or a
+            // power cut is finished by start-up repair when this tree is in place, and
+            // undone (the older install restored) when it is not.
+            let identity = try FileIO.status(staging)?.identity
+            try recorder.switching(tree, relativePath: StoreLayout.relativeInstallPath(id: id, kind: model.kind), identity: identity)
+            TestHooks.point("install")
             // An older install stays usable until the new one is in place.
-            if FileIO.exists(finalPath) {
-                try layout.remove(old)
-                try layout.rename(finalPath, to: old)
-            }
+            if FileIO.exists(finalPath) { try layout.rename(finalPath, to: old) }
+            TestHooks.point("aside")
             try layout.rename(staging, to: finalPath)
+            // Both folders the renames changed, durable before the records say installed.
             try FileIO.syncDirectory(parent)
+            if parent != layout.stagingRoot { try FileIO.syncDirectory(layout.stagingRoot) }
         } catch let error as LocalModelError {
             throw error
         } catch { throw io(error) }
