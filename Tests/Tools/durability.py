@@ -284,6 +284,7 @@ class Obj:
         self.dirty = []               # lines of writes not yet flushed
         self.reported = None          # the violation that already names the pending writes
         self.pending = []             # entry operations in this folder not yet durable
+        self.touched = False          # entries changed since this folder's own last flush
         self.created = line           # line of its creation in the trace (None: it existed)
         self.create_op = None
         self.complete = complete      # a folder made in the trace: every child is known
@@ -524,6 +525,7 @@ class Model:
                 return
         for d in op.dirs:
             d.pending.append(op)
+            d.touched = True
         self.explain("  %s line %d: %s pending in %s" % (op.kind, op.line, self.describe_op(op),
                                                            " or ".join(self.rel(d.name()) for d in op.dirs)))
 
@@ -682,7 +684,9 @@ class Model:
         # never counted as the tool's redundant flush.
         sqlites = path == self.store and self.last_kind.get(call.pid) == "records"
         self.last_kind[call.pid] = "store"
-        if not o.dirty and not open_ops:
+        # A folder whose entries changed is not flushed for nothing, even when a rename's
+        # other folder was flushed first (one journalled rename: durable either way).
+        if not o.dirty and not open_ops and not o.touched:
             if not sqlites:
                 self.flushed(call, path, "nothing to flush: no write or entry change since the last flush of %s"
                              % self.rel(path))
@@ -691,6 +695,7 @@ class Model:
         for op in open_ops:
             self.made_durable(op)
         o.pending = []
+        o.touched = False
         if o.dirty:
             self.explain("line %d: %s %s: data durable (writes at %s)" % (call.line, call.name, self.rel(path),
                                                                           ", ".join(map(str, o.dirty[-3:]))))
@@ -712,8 +717,12 @@ class Model:
                     and cop.entries[0][1] == op.entries[0][1]:
                 cop.moot = True
 
-    def flushed(self, call, path, redundant):
-        entry = {"line": call.line, "call": call.name, "path": self.rel(path), "redundant": redundant}
+    def flushed(self, call, path, redundant, what=None):
+        """One flush; `what` is "file", "folder" or "filesystem"."""
+        if what is None:
+            o = self.paths.get(path)
+            what = "folder" if (o is not None and o.kind == "dir") or path == self.store else "file"
+        entry = {"line": call.line, "call": call.name, "path": self.rel(path), "what": what, "redundant": redundant}
         self.flushes.append(entry)
         if redundant is None:
             self.since_demand.append(entry)
@@ -728,17 +737,18 @@ class Model:
                 if op.open:
                     self.made_durable(op)
             o.pending = []
+            o.touched = False
             o.dirty = []
             o.reported = None
         self.explain("line %d: %s: everything in the store durable" % (call.line, what))
         if not pending:
-            self.flushed(call, self.store, "nothing to flush: nothing in the store was pending")
+            self.flushed(call, self.store, "nothing to flush: nothing in the store was pending", "filesystem")
             return
         for entry in self.since_demand:
             if entry["redundant"] is None:
                 entry["redundant"] = "the %s at line %d flushed it again before anything needed it" % (call.name, call.line)
         self.since_demand = []
-        self.flushed(call, self.store, None)
+        self.flushed(call, self.store, None, "filesystem")
 
     def on_syncfs(self, call):
         if not call.args or not (call.ok or call.unknown):
@@ -1182,7 +1192,7 @@ def main(argv):
         print("durability: %d calls, %d records commits, %d renames into place, %d flushes (%d redundant), %d violation(s)"
               % (s["calls"], s["commits"], s["renamesIntoPlace"], s["flushes"], s["redundantFlushes"], s["violations"]))
         for f in redundant[:20]:
-            print("  redundant flush: line %d %s(%s): %s" % (f["line"], f["call"], f["path"], f["redundant"]))
+            print("  redundant flush of a %s: line %d %s(%s): %s" % (f["what"], f["line"], f["call"], f["path"], f["redundant"]))
         if len(redundant) > 20:
             print("  ... and %d more redundant flushes" % (len(redundant) - 20))
         if over:
