@@ -30,10 +30,11 @@ R1  A regular file is fsynced after its last write and before it is renamed (or 
     into place: any rename whose source is that file or a folder holding it, to a path
     outside the scratch areas .partial/ and .staging/.
 R2  A folder is fsynced after entries change in it and before the next commit point.
-R3  Commit points are writes + fsync/fdatasync of the records database's journal
-    (records.sqlite3-wal, records.sqlite3-journal); a commit only records what is already
-    durable: at the first write of each commit, every store change before it must be
-    durable by R1/R2 (file data by R3 itself).
+R3  The records commit only what is already durable. A commit point is the sync of
+    records.sqlite3-wal after writes to it (WAL mode), or of records.sqlite3 after writes
+    a rollback journal guarded; the main file's writes in WAL mode are checkpoints, not
+    commits. Every store change made before a commit's first write must be durable by
+    then: entries by R2, file data (a file written in place) by R3 itself.
 
 Changes inside the scratch areas (.partial/, .staging/) are work in flight: whatever the
 records say about them is re-verified (hashed) before use, so their pending state at a
@@ -46,9 +47,9 @@ at every flush and commit, what a power cut there could lose; --records-first PA
 that a records commit comes before the first change to PATH (delete: the intent is
 recorded before the files go); --max-redundant-flushes N fails when more flushes than N
 had nothing to flush (an object fsynced twice with no write between, or per-file fsyncs
-that a syncfs repeats before anything needed them); --json prints the result as one JSON
-document. Exit status: 0 no violation, 1 violations, 2 the trace or the options are
-unusable.
+that a syncfs repeats before anything needed them; a folder whose entries changed is never
+counted); --json prints the result as one JSON document. Exit status: 0 no violation,
+1 violations, 2 the trace or the options are unusable.
 
 Python 3 standard library only.
 """
@@ -60,24 +61,11 @@ import re
 import sys
 
 RECORDS_NAMES = ("records.sqlite3", "records.sqlite3-wal", "records.sqlite3-shm", "records.sqlite3-journal")
-COMMIT_NAMES = ("records.sqlite3-wal", "records.sqlite3-journal")
 SCRATCH = (".partial", ".staging")
 IGNORED = (".locks",)
 
-WRITES = {"write", "pwrite64", "pwrite", "writev", "pwritev", "pwritev2", "ftruncate", "ftruncate64", "fallocate"}
-FLUSHES = {"fsync", "fdatasync"}
-TRACED = WRITES | FLUSHES | {
-    "open", "openat", "openat2", "creat", "truncate", "truncate64", "rename", "renameat", "renameat2", "link", "linkat",
-    "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir", "syncfs", "sync", "sync_file_range", "close", "dup", "dup2",
-    "dup3", "fcntl", "fcntl64",
-}
-
 
 # MARK: Reading strace's output
-
-class TraceError(Exception):
-    pass
-
 
 def decode_escapes(text):
     """strace's C-style escapes (\\n, \\", \\\\, \\xNN, \\NNN octal) to a str (bytes that are
@@ -96,7 +84,7 @@ def decode_escapes(text):
         if d in simple:
             out.append(simple[d])
             i += 2
-        elif d == "x" and i + 3 < n + 1 and re.match(r"[0-9a-fA-F]{2}", text[i + 2:i + 4] or ""):
+        elif d == "x" and re.fullmatch(r"[0-9a-fA-F]{2}", text[i + 2:i + 4]):
             out.append(int(text[i + 2:i + 4], 16))
             i += 4
         elif d in "01234567":
@@ -597,15 +585,7 @@ class Model:
         if "O_CREAT" in flags and not existed:
             known_new = "O_EXCL" in flags or (parent is not None and parent.complete) or path in self.absent
             if known_new:
-                o = Obj("file", call.line)
-                o.names.add(path)
-                self.paths[path] = o
-                self.absent.discard(path)
-                op = Op("create", call.line, [self.entry(path)], obj=o)
-                o.create_op = op
-                self.explain("line %d: created file %s" % (call.line, self.rel(path)))
-                self.add_op(op)
-                self.change(call.line, path, "created")
+                self.created(call, path, Obj("file", call.line), "create")
                 return
             self.notes.append("line %d: %s opened with O_CREAT but not O_EXCL in a folder the trace did not make: "
                               "taken as already there" % (call.line, self.rel(path)))
@@ -780,15 +760,18 @@ class Model:
             return
         if path in self.paths:
             self.drop_name(path)
-        o = Obj("dir", call.line, complete=True)
+        self.created(call, path, Obj("dir", call.line, complete=True), "mkdir")
+
+    def created(self, call, path, o, kind):
+        """A new file or folder `o` at `path`: its entry pending in the folder above."""
         o.names.add(path)
         self.paths[path] = o
         self.absent.discard(path)
-        op = Op("mkdir", call.line, [self.entry(path)], obj=o)
+        op = Op(kind, call.line, [self.entry(path)], obj=o)
         o.create_op = op
-        self.explain("line %d: mkdir %s" % (call.line, self.rel(path)))
+        self.explain("line %d: %s %s" % (call.line, kind, self.rel(path)))
         self.add_op(op)
-        self.change(call.line, path, "mkdir")
+        self.change(call.line, path, "created" if kind == "create" else kind)
 
     def on_unlink(self, call):
         self.removed(call, self.resolve(call, None, call.args[0] if call.args else None), False)
