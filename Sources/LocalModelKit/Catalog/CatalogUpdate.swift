@@ -136,7 +136,8 @@ extension LocalModelEngine {
             try FileIO.syncFiles(["catalog.json", "catalog.json.sig"], in: work, below: layout.root)
             try layout.rename(requests[1].partialPath, to: target + ".sig")
             try layout.rename(requests[0].partialPath, to: target)
-            try FileIO.syncFolders([layout.catalogRoot, work], below: layout.root)
+            // The store folder too: the first accepted catalog makes `.catalog` itself.
+            try FileIO.syncFolders([layout.catalogRoot, work, layout.root], below: layout.root)
             let restored = catalog.catalogVersion == recorded
             try records.write { ctx in
                 try ctx.noteCatalogVersion(catalog.catalogVersion)

@@ -80,8 +80,10 @@ public struct StoreLayout: Sendable, Equatable {
     public func createFolders() throws(SystemError) -> [String] {
         try FileIO.createDirectory(root)
         var removed: [String] = []
+        var created = false
         for dir in [partialRoot, stagingRoot, locksRoot, voicesRoot] {
-            if let found = try FileIO.status(dir), found.kind != .directory {
+            if let found = try FileIO.status(dir) {
+                if found.kind == .directory { continue }
                 guard found.kind == .symbolicLink else {
                     throw SystemError.notAFolder("\(dir) is not a folder; move it out of the store and retry")
                 }
@@ -90,12 +92,15 @@ public struct StoreLayout: Sendable, Equatable {
             }
             do {
                 try FileIO.createDirectory(dir, below: root)
+                created = true
             } catch where error.isPermissionDenied {
                 // A store this user may read but not write (a system-wide store): reading
                 // works without the folder; a write says what it could not do.
                 continue
             }
         }
+        // New folders (a new store) survive a power cut before anything is recorded in them.
+        if created { try? FileIO.syncFolders([root], below: root) }
         // The stored catalog's folders are made when a catalog is first accepted; a link in
         // their place is removed like the others (else `catalog update` could never write
         // there, and the stored catalog would be read through it).
