@@ -88,7 +88,7 @@ enum Doctor {
         let expired = catalog.isExpired(now: Int64(now))
         json.append(("catalog", ["source": .string(context.catalogSource), "catalogVersion": JSONValue(catalog.catalogVersion),
                                  "models": JSONValue(catalog.models.count), "expiresAt": JSONValue(catalog.expiresAt),
-                                 "expired": .bool(expired), "updateURL": JSONValue(context.environment["EXTENTOS_CATALOG_URL"])]))
+                                 "expired": .bool(expired), "updateURL": JSONValue(context.environment["EXTENTOS_CATALOG_URL"].map(URLOrigin.redacted))]))
         let expiry = catalog.expiresAt.map { expired ? ", expired at \($0)" : ", expires \($0)" } ?? ""
         checks.append(("catalog", !expired, "version \(catalog.catalogVersion) from \(context.catalogSource), \(catalog.models.count) models\(expiry)"))
         if expired {

@@ -333,4 +333,19 @@ struct CatalogUpdateTests {
         #expect(after.stdout.contains("v2-model"), "\(after)")
         #expect(Disk.tree(outside) == before, "nothing written through the link")
     }
+
+    @Test("doctor never prints the password of EXTENTOS_CATALOG_URL (text or --json): the URL is shown as https://***@…")
+    func doctorRedactsCatalogURL() throws {
+        let p = try Publisher(); defer { p.w.remove() }
+        let url = try p.publish("cat/catalog.json", Self.catalog(version: 2, id: "v2-model"))
+        try #require(try p.update(url).status == 0)
+        let env = p.env.merging(["EXTENTOS_CATALOG_URL": "https://publisher:Pa55word-42@catalog.example/c.json"]) { $1 }
+        for arguments in [["doctor"], ["doctor", "--json"]] {
+            let r = try p.w.run(arguments, catalog: nil, env: env)
+            #expect(!r.stdout.contains("Pa55word-42") && !r.stderr.contains("Pa55word-42"), "\(arguments): \(r)")
+        }
+        let json = try p.w.run(["doctor", "--json"], catalog: nil, env: env)
+        let catalog = try #require(try json.jsonObject()["catalog"] as? [String: Any], "\(json)")
+        #expect(catalog["updateURL"] as? String == "https://***@catalog.example/c.json", "\(json)")
+    }
 }
