@@ -44,7 +44,16 @@ public enum StorageMargin {
 /// facades only choose a shared instance. Thread-safe.
 public final class LocalModelEngine: Sendable {
     public let layout: StoreLayout
-    public let catalog: Catalog
+    /// The catalog in use: the one given, and, while it stands in for a newer catalog the
+    /// store has used (`storeCatalogVersionMissing`), the models installed from that newer
+    /// catalog that it does not list, described by their install records (P14: installed
+    /// models keep working). Those are known once the store is opened.
+    public var catalog: Catalog {
+        let kept = installedFromMissingCatalog.withLock { $0 }
+        return kept.isEmpty ? givenCatalog : givenCatalog.adding(kept)
+    }
+    private let givenCatalog: Catalog
+    private let installedFromMissingCatalog = Locked<[CatalogModel]>([])
     public let probe: any DeviceProbe
     /// Share of physical memory a model may use (the memory class budget), 0.5 by default.
     public let memoryShare: Double
@@ -68,7 +77,7 @@ public final class LocalModelEngine: Sendable {
                 catalogChosenByStore: Bool = false, localCopies: LocalCopySettings = LocalCopySettings()) {
         self.localCopies = localCopies
         self.layout = layout
-        self.catalog = catalog
+        self.givenCatalog = catalog
         self.probe = probe
         self.memoryShare = memoryShare
         self.catalogChosenByStore = catalogChosenByStore
@@ -111,6 +120,10 @@ public final class LocalModelEngine: Sendable {
             throw LocalModelError.catalogRollback(offered: catalog.catalogVersion, recorded: recorded, store: layout.root)
         }
         recordedCatalogVersion.withLock { $0 = recorded }
+        if catalog.catalogVersion < recorded {
+            let kept = (try? records.read { ctx in try Self.modelsInstalled(from: ctx, after: givenCatalog) }) ?? []
+            installedFromMissingCatalog.withLock { $0 = kept }
+        }
         // Bookkeeping and repairs are writes: on a full disk they wait for the next open, so
         // that reading, deleting and gc still work and can make room.
         var repairs: [RepairAction] = []
@@ -141,6 +154,30 @@ public final class LocalModelEngine: Sendable {
         return (records, repairs)
     }
 
+    /// The models installed from a catalog newer than `catalog` that it does not list, as
+    /// their records describe them: their files (with the hashes verified at install), kind
+    /// and size; never eligible for autoChoice, and with no source (nothing is fetched while
+    /// an older catalog stands in).
+    private static func modelsInstalled(from ctx: ReadContext, after catalog: Catalog) throws(SQLiteError) -> [CatalogModel] {
+        var out: [CatalogModel] = []
+        for install in try ctx.installs() where install.state == .installed
+            && install.catalogVersion > catalog.catalogVersion && catalog.model(id: install.modelId) == nil {
+            let files = try ctx.files(install.modelId).map { CatalogFile(path: $0.path, size: $0.size, sha256: $0.sha256 ?? $0.verifiedSha256) }
+            out.append(CatalogModel(id: install.modelId, kind: install.kind,
+                                    displayName: "\(install.modelId) (from catalog version \(install.catalogVersion))",
+                                    requiredMb: 0, autoEligible: false, revision: nil, files: files, sources: []))
+        }
+        return out
+    }
+
+    /// The catalog's model `id`; one installed from a newer catalog than the one standing in
+    /// is known once the store is open, so the store is opened (when it exists) to look.
+    func knownModel(_ id: String) throws(LocalModelError) -> CatalogModel {
+        if let model = catalog.model(id: id) { return model }
+        if (try? existingRecords()) != nil, let model = catalog.model(id: id) { return model }
+        throw .unknownModel(id)
+    }
+
     /// The records if the store exists, without creating anything: reads on a store that
     /// was never written answer "nothing installed" and leave the disk untouched.
     func existingRecords() throws -> Records? {
@@ -154,8 +191,8 @@ public final class LocalModelEngine: Sendable {
     /// What start-up queries read: one records snapshot and one `statvfs`.
     private struct Snapshot {
         var installs: [String: InstallRecord]
-        /// The recorded files of installs made from another catalog version (the only ones
-        /// an update can concern).
+        /// The recorded files of installs made from an older catalog version (the only ones
+        /// an update can concern: a catalog standing in for a newer one offers none).
         var files: [String: [FileRecord]]
         /// `heldFiles()`.
         var held: Set<String>
@@ -170,7 +207,7 @@ public final class LocalModelEngine: Sendable {
         let (installs, files, held, reservations): Read = try existingRecords()?.read { ctx -> Read in
             let installs = try ctx.installs()
             var files: [String: [FileRecord]] = [:]
-            for install in installs where install.state == .installed && install.catalogVersion != version {
+            for install in installs where install.state == .installed && install.catalogVersion < version {
                 files[install.modelId] = try ctx.files(install.modelId)
             }
             return (installs, files, try ctx.heldFiles(), try ctx.reservations())
@@ -211,7 +248,7 @@ public final class LocalModelEngine: Sendable {
     /// first (see `adoptPlacedBundle`).
     public func status(of id: String) throws(LocalModelError) -> ModelStatus {
         do {
-            guard let model = catalog.model(id: id) else { throw LocalModelError.unknownModel(id) }
+            let model = try knownModel(id)
             var records = try existingRecords()
             var record = try records?.install(id)
             if adoptPlacedBundles([(model, record)]) {
@@ -222,7 +259,7 @@ public final class LocalModelEngine: Sendable {
             let reserved = try records?.read { try $0.reservedBytes(excluding: id) } ?? 0
             let fit = storageFit(model, installed: installed, space: try probe.space(at: layout.root), reservedByOthers: reserved)
             // An install made from this catalog version has this catalog's files.
-            let update = try installed && record?.catalogVersion != catalog.catalogVersion
+            let update = try installed && (record?.catalogVersion ?? 0) < catalog.catalogVersion
                 && !model.matches(recorded: records?.files(id) ?? [])
             return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit, updateAvailable: update)
         } catch {

@@ -105,6 +105,42 @@ struct CatalogTamperTests {
         #expect(delete.status == 0 && delete.stdout.contains("deleted"), "\(delete)")
     }
 
+    @Test("while the built-in catalog stands in, a model installed from the damaged catalog that the built-in one does not list stays listed, verifies and deletes; a built-in id is not offered the older built-in entry as an update")
+    func installedModelsOutliveTheirCatalog() throws {
+        let p = try CatalogUpdateTests.Publisher(); defer { p.w.remove() }
+        let builtIn = "local-qwen3-0.6b"
+        try p.w.addModel("corp", files: [("weights.bin", 48 * 1024)])
+        try p.w.addModel("tq", files: [("weights.bin", 64 * 1024), ("config.json", 300)])
+        let merged = try p.w.mergedCatalog([try p.w.filesCatalog("corp", id: "corp-model"), try p.w.filesCatalog("tq", id: builtIn)])
+        var doc = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: merged))) as? [String: Any])
+        doc["catalogVersion"] = 31
+        let url = try p.publish("cat/catalog.json", String(decoding: try JSONSerialization.data(withJSONObject: doc, options: [.sortedKeys]), as: UTF8.self))
+        try #require(try p.update(url).status == 0)
+        for id in ["corp-model", builtIn] {
+            let r = try p.w.run(["download", id], catalog: nil, env: p.env)
+            try #require(r.status == 0, "\(r)")
+        }
+        try Self.flipByte(p.w.store + "/.catalog/31.json")
+
+        let list = try p.w.run(["list", "--json"], catalog: nil, env: p.env)
+        #expect(list.status == 0 && list.stderr.contains("stands in"), "\(list)")
+        let models = (try? list.jsonObject()["models"] as? [[String: Any]]) ?? []
+        let corp = models.first { $0["id"] as? String == "corp-model" }
+        #expect(corp?["isInstalled"] as? Bool == true, "a model only the damaged catalog had is still installed: \(list)")
+        let qwen = models.first { $0["id"] as? String == builtIn }
+        #expect(qwen?["isInstalled"] as? Bool == true && qwen?["updateAvailable"] as? Bool == false,
+                "the older built-in entry is not an update of what version 31 installed: \(String(describing: qwen))")
+        for args in [["verify", "corp-model"], ["info", "corp-model"]] {
+            let r = try p.w.run(args, catalog: nil, env: p.env)
+            #expect(r.status == 0, "\(args): installed models keep working (P14)\n\(r)")
+        }
+        let delete = try p.w.run(["delete", "corp-model"], catalog: nil, env: p.env)
+        #expect(delete.status == 0 && !Disk.exists(p.w.installFolder("corp-model")), "\(delete)")
+        let after = try p.w.run(["list", "--json"], catalog: nil, env: p.env)
+        let left = (try? after.jsonObject()["models"] as? [[String: Any]]) ?? []
+        #expect(!left.contains { $0["id"] as? String == "corp-model" }, "once deleted it is gone from the list: \(after)")
+    }
+
     @Test("the floor is the highest version seen: removing .catalog does not lower it, a lower catalog is still a rollback")
     func floorSurvivesRemovingTheFolder() throws {
         let p = try CatalogUpdateTests.Publisher(); defer { p.w.remove() }

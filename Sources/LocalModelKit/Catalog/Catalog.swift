@@ -186,4 +186,12 @@ public struct Catalog: Sendable {
         index[id].map { models[$0] }
     }
 
+    /// This catalog with `more` models after its own (ids it already has are skipped).
+    func adding(_ more: [CatalogModel]) -> Catalog {
+        var copy = self
+        copy.models += more.filter { index[$0.id] == nil }
+        for (n, m) in copy.models.enumerated() where copy.index[m.id] == nil { copy.index[m.id] = n }
+        return copy
+    }
+
 }

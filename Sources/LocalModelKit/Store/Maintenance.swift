@@ -132,7 +132,7 @@ extension LocalModelEngine {
     public func verify(modelId id: String, repair: Bool = false, options: DownloadOptions = DownloadOptions(),
                        cancellation: CancellationFlag = CancellationFlag(),
                        onEvent: @escaping (DownloadEvent) -> Void = { _ in }) throws(LocalModelError) -> VerifyReport {
-        guard let model = catalog.model(id: id) else { throw .unknownModel(id) }
+        let model = try knownModel(id)
         // A voice bundle placed in its folder is checked and adopted first; one that cannot
         // be (busy, mismatched) leaves the answer to the install records, as always.
         _ = try? adoptPlacedBundle(modelId: id)
