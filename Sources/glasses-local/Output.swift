@@ -7,7 +7,7 @@ struct Console {
     var quiet: Bool
 
     func out(_ text: String) {
-        Self.write(text + "\n", to: 1)
+        Self.write(Self.escapingControls(text) + "\n", to: 1)
     }
 
     /// Human text on stdout, unless `--quiet` or `--json`.
@@ -16,12 +16,36 @@ struct Console {
     }
 
     func err(_ text: String) {
-        Self.write(text + "\n", to: 2)
+        Self.write(Self.escapingControls(text) + "\n", to: 2)
     }
 
-    /// Stderr without a newline (the progress bar redraws its line).
+    /// Stderr without a newline (the progress bar redraws its line with its own `\r`).
     func errRaw(_ text: String) {
-        Self.write(text, to: 2)
+        Self.write(Self.escapingControls(text, keeping: ["\r"]), to: 2)
+    }
+
+    /// `text` with every character that could drive the terminal written out as `\uXXXX`:
+    /// control characters (C0 but line feed and tab, DEL, C1: an ANSI escape sequence's ESC
+    /// and CSI among them) and the bidirectional overrides that reorder what is shown. Names
+    /// from outside (folders, files, a server's text) reach the output inside messages;
+    /// none of them may recolour, retitle or rewrite the terminal. `\uXXXX` is also a valid
+    /// JSON escape, so a JSON document (which never holds a raw control) passes unchanged.
+    static func escapingControls(_ text: String, keeping kept: Set<Unicode.Scalar> = []) -> String {
+        func isUnsafe(_ c: Unicode.Scalar) -> Bool {
+            switch c.value {
+            case 0x0A, 0x09: return false
+            case 0x00...0x1F, 0x7F...0x9F, 0x202A...0x202E, 0x2066...0x2069: return !kept.contains(c)
+            default: return false
+            }
+        }
+        guard text.unicodeScalars.contains(where: isUnsafe) else { return text }
+        var out = String.UnicodeScalarView()
+        for c in text.unicodeScalars {
+            guard isUnsafe(c) else { out.append(c); continue }
+            let hex = String(c.value, radix: 16, uppercase: true)
+            out.append(contentsOf: ("\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex).unicodeScalars)
+        }
+        return String(out)
     }
 
     /// A failed write to the terminal is dropped on purpose: after a hang-up (a closed

@@ -1,0 +1,43 @@
+import Foundation
+import GlassesTestSupport
+import Testing
+
+/// Names from outside (a folder, a store path) never drive the terminal: control characters
+/// and ANSI sequences in them are printed as `\uXXXX`, in every message that echoes them.
+@Suite("Text output escapes control characters", .ownThreads)
+struct OutputEscapeTests {
+    static let hostile = "x\u{1B}[31mRED\u{1B}]0;pwned\u{07}\r\u{202E}y"
+
+    func expectClean(_ r: CLIResult, sourceLocation: SourceLocation = #_sourceLocation) {
+        for (name, text) in [("stdout", r.stdout), ("stderr", r.stderr)] {
+            let raw = text.unicodeScalars.filter { [0x1B, 0x07, 0x0D, 0x202E].contains($0.value) }
+            #expect(raw.isEmpty, "\(name) holds raw control characters: \(raw.map { String($0.value, radix: 16) })\n\(r)",
+                    sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("import from a folder whose name holds an ANSI sequence, a title change, BEL, CR and a bidi override: the message names it escaped")
+    func hostileFolderName() throws {
+        let w = try World(); defer { w.remove() }
+        try w.addModel("esc", files: [("a.bin", 4096)])
+        let catalog = try w.filesCatalog("esc", id: "esc")
+        let place = w.root + "/" + Self.hostile
+        try FileManager.default.createDirectory(atPath: place, withIntermediateDirectories: true)
+        let r = try w.run(["import", "esc", place], catalog: catalog)
+        #expect(r.status == 1, "nothing there to import: \(r)")
+        expectClean(r)
+        #expect((r.stdout + r.stderr).contains("x\\u001B[31mRED\\u001B]0;pwned\\u0007\\u000D\\u202Ey"), "the name is shown, escaped: \(r)")
+        let json = try w.run(["import", "esc", place, "--json"], catalog: catalog)
+        #expect(throws: Never.self) { try json.jsonObject() }
+    }
+
+    @Test("a store path with control characters: doctor and list print it escaped")
+    func hostileStorePath() throws {
+        let w = try World(); defer { w.remove() }
+        w.store = w.root + "/store-" + Self.hostile
+        for args in [["doctor"], ["list"]] {
+            let r = try w.run(args, catalog: nil)
+            expectClean(r)
+        }
+    }
+}
