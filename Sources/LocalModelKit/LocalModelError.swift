@@ -192,7 +192,11 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             case .busyTooLong: return .busy
             case .unavailable, .newerSchema, .walUnavailable, .symbolicLink, .sqlite, .aborted: return .records
             }
-        case .system(let error, _): return error.isOutOfSpace ? .diskFull : .io
+        case .system(let error, _):
+            // What the engine writes is the store: a write it may not make (permissions, a
+            // read-only mount) is the store being read-only for this user.
+            if error.isOutOfSpace { return .diskFull }
+            return error.isPermissionDenied ? .readOnly : .io
         case .transfer(.offline, _): return .offline
         case .transfer(.tokenFile, _), .transfer(.tokenText, _): return .tokenUnusable
         case .transfer(.hubEndpoint, _): return .invalidSetting

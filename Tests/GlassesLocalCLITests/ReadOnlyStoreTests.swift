@@ -71,6 +71,11 @@ struct ReadOnlyStoreTests {
         #expect(download.status != 0 && download.stderr.contains("read-only for this user"), "\(download)")
         let delete = try Self.runAsNobody(w, binary: binary, ["delete", Self.id], catalog: catalog)
         #expect(delete.status != 0 && delete.stderr.contains("read-only for this user"), "\(delete)")
+        // The code says so too, whatever the command (attack run 4: import said `io`).
+        for command in [["delete", Self.id], ["download", Self.id, "--retries", "0"], ["import", Self.id, w.nginx.mirror + "/ro"]] {
+            let r = try Self.runAsNobody(w, binary: binary, command + ["--json"], catalog: catalog)
+            #expect(r.status == 1 && r.stdout.contains("\"code\":\"readOnly\""), "\(command): \(r)")
+        }
 
         let after = Disk.tree(w.store).filter { !$0.hasSuffix("/\(Self.id).lock 0") }
         #expect(after == before.filter { !$0.hasSuffix("/\(Self.id).lock 0") }, "the store did not change: \(after) vs \(before)")
