@@ -112,6 +112,22 @@ struct DiskFullTests {
         try w.expectRecordsIntact(catalog: catalog)
     }
 
+    @Test("import from another filesystem of a model bigger than the free space: exit 3 before copying anything, saying how much to free")
+    func importRefusedUpFront() throws {
+        let w = try World(); defer { w.remove() }
+        let fs = try TmpfsMount(at: w.outer + "/fs", sizeMb: Self.sizeMb); defer { fs.unmount() }
+        w.store = fs.path + "/store"
+        try w.nginx.writeMirrorFile("big/weights.bin", Data(count: 48 << 20))
+        try w.nginx.addRandomFile("big/config.json", size: 1000)
+        let catalog = try w.filesCatalog("big", id: "big")
+        // The mirror folder is on the test's disk, the store on the tmpfs: every file is a copy.
+        let r = try w.run(["import", "big", w.nginx.mirror + "/big", "--json"], catalog: catalog)
+        #expect(r.status == 3 && r.stdout.contains("\"code\":\"insufficientStorage\""), "\(r)")
+        #expect(r.stderr.contains("big needs") && r.stderr.contains("Free "), "the message says how much to free\n\(r)")
+        #expect(w.bytesUnder(w.partialRoot) == 0, "nothing was copied: \(w.leftovers)")
+        #expect(try !w.isInstalled("big", catalog: catalog))
+    }
+
     @Test("the disk fills up mid-download (filler written after the check): exit 3, how much to free, partial kept, nothing installed; free it → resumes with Range, exit 0",
           arguments: [0, 1 << 20])
     func filledMidway(leaveFree: Int) throws {

@@ -78,6 +78,7 @@ extension DownloadRun {
         let partialRoot = layout.partialPath(id: id)
         var outcomes: [String: ImportedFile] = [:]
         var toCheck: [CatalogFile] = []
+        try requireRoomForCopies(copies)
         for file in model.files {
             let target = partialRoot + "/" + file.path
             guard let source = copies.files[file.path] else {
@@ -125,6 +126,27 @@ extension DownloadRun {
         report.path = try install(tree, finalPath: finalPath)
         report.installed = true
         return report
+    }
+
+    /// Before anything is copied: the files that cannot be hard-linked (on another
+    /// filesystem than the store, or another user's) take room of their own; refused with
+    /// `insufficientStorage` (exit 3) when that room, with the margin, is not free (counting
+    /// other downloads' reservations), rather than filling the disk mid-way.
+    func requireRoomForCopies(_ copies: LocalCopies) throws(LocalModelError) {
+        guard let store = try? FileIO.status(layout.root) else { return }
+        var toCopy: Int64 = 0
+        for file in model.files {
+            guard let source = copies.files[file.path], let status = try? FileIO.statusFollowingLinks(source) else { continue }
+            if status.identity.device != store.identity.device || !status.ownedByThisUser { toCopy += file.size }
+        }
+        guard toCopy > 0 else { return }
+        let space: FilesystemSpace
+        do { space = try engine.probe.space(at: layout.root) } catch { throw io(error) }
+        let needed = toCopy + StorageMargin.bytes(forInstalledBytes: model.installedBytes)
+        let available = space.availableBytes - recorder.prior.reservedByOthers
+        if needed > available {
+            throw .insufficientStorage(modelId: id, requiredMb: Int((needed + (1 << 20) - 1) >> 20), availableMb: Int(max(0, available) >> 20))
+        }
     }
 
     /// Checks files outside any transfer against the catalog: SHA-256 where the catalog
