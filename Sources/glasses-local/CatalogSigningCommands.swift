@@ -24,7 +24,7 @@ enum CatalogSigningCommands {
 
     static func read(_ path: String, _ what: String, limit: Int = 1 << 20) throws(CLIError) -> [UInt8] {
         do {
-            return try FileIO.readFile(atPath: path, limit: limit)
+            return try FileIO.readNamedInput(path, limit: limit)
         } catch {
             throw CLIError(.io, message: "cannot read the \(what) \(path): \(error.message)")
         }

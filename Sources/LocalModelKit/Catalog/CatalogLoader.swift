@@ -21,7 +21,7 @@ public struct CatalogLoader: Sendable {
     public func load(contentsOf path: String) throws(CatalogError) -> Catalog {
         let bytes: [UInt8]
         do {
-            bytes = try FileIO.readFile(atPath: path, limit: Self.maxCatalogBytes)
+            bytes = try FileIO.readNamedInput(path, limit: Self.maxCatalogBytes)
         } catch {
             throw CatalogError(source: path, issues: [CatalogIssue(path: "$", message: "\(error.message)")])
         }

@@ -49,6 +49,76 @@ public enum FileIO {
         return out
     }
 
+    /// How long a pipe named on the command line may take to deliver all of its bytes.
+    public static let namedInputSeconds: Double = 30
+
+    /// Reads what a user named explicitly as an input (`--catalog FILE`, `catalog validate`,
+    /// `catalog verify`/`sign`): a regular file as `readFile` does; also a pipe (`<(…)`, a
+    /// FIFO) and `-` for standard input, read up to `limit` bytes and for at most `seconds`
+    /// in all (never waiting longer on a writer that does not finish). A folder, a device or
+    /// a socket is refused, as are files found by scanning a folder (those use `readFile`).
+    public static func readNamedInput(_ path: String, limit: Int, seconds: Double = namedInputSeconds) throws(SystemError) -> [UInt8] {
+        if path == "-" {
+            guard isatty(0) == 0 else {
+                throw SystemError(message: "read standard input: it is a terminal; pipe the file in (… | glasses-local … -) or name the file", errno: ENOTTY)
+            }
+            let status = try FileIO.status(of: 0, path: "standard input")
+            if status.kind == .regular { return try readAll(0, path: "standard input", limit: limit) }
+            guard status.kind == .fifo || status.kind == .socket else {
+                throw SystemError(message: "read standard input: it is a \(status.kind), not a file or a pipe", errno: EINVAL)
+            }
+            return try readPipe(0, path: "standard input", limit: limit, seconds: seconds)
+        }
+        let fd = retrying { open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }
+        guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
+        let file = FileDescriptor(adopting: fd, path: path)
+        if try file.status().kind == .fifo { return try readPipe(fd, path: path, limit: limit, seconds: seconds) }
+        try file.requireRegularFile()
+        return try readAll(fd, path: path, limit: limit)
+    }
+
+    /// Reads `fd` to its end, refusing more than `limit` bytes.
+    private static func readAll(_ fd: Int32, path: String, limit: Int) throws(SystemError) -> [UInt8] {
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { buffer in retrying { read(fd, buffer.baseAddress, buffer.count) } }
+            if n == 0 { return out }
+            if n < 0 { throw SystemError(errno: errno, "read \(path)") }
+            out.append(contentsOf: chunk[0..<n])
+            if out.count > limit { throw SystemError(message: "read \(path): larger than the \(limit) byte limit", errno: EFBIG) }
+        }
+    }
+
+    /// Reads a pipe to its end (its writers gone), waiting with `poll` for at most `seconds`
+    /// in all; never more than `limit` bytes.
+    private static func readPipe(_ fd: Int32, path: String, limit: Int, seconds: Double) throws(SystemError) -> [UInt8] {
+        let deadline = monotonicSeconds() + seconds
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let left = deadline - monotonicSeconds()
+            guard left > 0 else {
+                throw SystemError(message: "read \(path): the pipe did not end within \(Int(seconds)) s (\(out.count) bytes so far); is its writer still running?", errno: ETIMEDOUT)
+            }
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&entry, 1, Int32(min(left * 1000, 60_000).rounded(.up)))
+            if ready < 0 {
+                if errno == EINTR { continue }
+                throw SystemError(errno: errno, "poll \(path)")
+            }
+            if ready == 0 { continue }
+            let n = chunk.withUnsafeMutableBytes { buffer in read(fd, buffer.baseAddress, buffer.count) }
+            if n == 0 { return out }
+            if n < 0 {
+                if errno == EAGAIN || errno == EINTR { continue }
+                throw SystemError(errno: errno, "read \(path)")
+            }
+            out.append(contentsOf: chunk[0..<n])
+            if out.count > limit { throw SystemError(message: "read \(path): larger than the \(limit) byte limit", errno: EFBIG) }
+        }
+    }
+
     /// Opens a path someone named for reading without ever waiting on it: `O_NONBLOCK`
     /// (a FIFO with no writer would block a plain open forever), then `fstat` of what was
     /// opened, which must be a regular file. Links in the path are followed: the caller
