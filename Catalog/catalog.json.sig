@@ -1,1 +1,1 @@
-e3ZEqXdZtISlWiFwTVK/cufEwAnRWB34flsctBMRogtw6588Ny6R/dIgNfYJLLfkz8dP31GVbLHfJnhjgggaCw==
+UXnN9x+ywhzYAsGOhTSJy9NFFP1+SVJTtSgCAC4g8ZWgHm9TltF0hMxAnmibArcNxmpTsfle8VUhKRyc/pvUBQ==

@@ -16,7 +16,7 @@ struct CLITests {
         let r = try sb.run(["list"], env: Self.lowMemory)
         #expect(r.status == 0, "\(r)")
         #expect(r.stderr.isEmpty, "\(r)")
-        #expect(r.stdout.contains("Catalog version 1"), "\(r)")
+        #expect(r.stdout.contains("Catalog version 2"), "\(r)")
         #expect(r.stdout.contains(sb.store), "list names the store it looked at\n\(r)")
         let header = try #require(r.stdoutLines.first { $0.hasPrefix("ID ") }, "\(r)")
         for column in ["KIND", "NAME", "MEMORY", "DOWNLOAD", "STATE", "STORAGE"] {
@@ -41,7 +41,7 @@ struct CLITests {
         #expect(r.status == 0, "\(r)")
         #expect(r.stderr.isEmpty, "\(r)")
         let doc = try r.jsonObject()
-        #expect(doc["catalogVersion"] as? Int == 1)
+        #expect(doc["catalogVersion"] as? Int == 2)
         #expect(doc["store"] as? String == sb.store)
         let models = try #require(doc["models"] as? [[String: Any]], "\(r)")
         #expect(models.count == 6)
@@ -417,7 +417,7 @@ struct CLITests {
         #expect(r.status == 0, "\(r)")
         #expect(r.stderr.isEmpty, "\(r)")
         #expect(r.stdoutLines.first?.hasPrefix("TIME") == true, "\(r)")
-        #expect(r.stdoutLines.contains { $0.contains("catalog") && $0.contains("version 1") }, "\(r)")
+        #expect(r.stdoutLines.contains { $0.contains("catalog") && $0.contains("version 2") }, "\(r)")
 
         let json = try sb.run(["history", "--json"])
         #expect(json.status == 0, "\(json)")

@@ -105,7 +105,7 @@ struct CatalogSigningTests {
         let signature = try #require(Data(base64Encoded: try String(contentsOfFile: catalog + ".sig", encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)))
         try signature.write(to: URL(fileURLWithPath: raw))
-        let keyPath = PackageRoot.path() + "/Catalog/keys/\(signer ?? "extentos-catalog-2026").pub"
+        let keyPath = PackageRoot.path() + "/Catalog/keys/\(signer ?? "extentos-catalog-2026-12").pub"
         let openssl = try World.tool("/usr/bin/env", ["openssl", "pkeyutl", "-verify", "-pubin", "-inkey", keyPath, "-rawin",
                                                       "-in", catalog, "-sigfile", raw])
         #expect(openssl.status == 0, "\(openssl)")

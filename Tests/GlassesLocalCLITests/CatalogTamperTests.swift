@@ -161,11 +161,11 @@ struct CatalogTamperTests {
     @Test("the same bytes signed by a key this process does not trust are left in place, not set aside, and used again once the key is trusted")
     func untrustedHereIsNotDamage() throws {
         let p = try CatalogUpdateTests.Publisher(); defer { p.w.remove() }
-        let url = try p.publish("cat/catalog.json", CatalogUpdateTests.catalog(version: 2, id: "v2-model"))
+        let url = try p.publish("cat/catalog.json", CatalogUpdateTests.catalog(version: 12, id: "v2-model"))
         try #require(try p.update(url).status == 0)
         let without = try p.w.run(["list"], catalog: nil)
         #expect(without.status == 0 && without.stderr.contains("stands in") && !without.stdout.contains("v2-model"), "\(without)")
-        #expect(FileManager.default.fileExists(atPath: p.w.store + "/.catalog/2.json"), "not set aside")
+        #expect(FileManager.default.fileExists(atPath: p.w.store + "/.catalog/12.json"), "not set aside")
         let doctor = try p.w.run(["doctor"], catalog: nil)
         #expect(doctor.status == 1 && doctor.stdout.contains("does not trust"), "\(doctor)")
         let with = try p.list()

@@ -79,14 +79,14 @@ struct CatalogUpdateTests {
         let before = try p.list()
         #expect(before.status == 0 && !before.stdout.contains("v2-model"), "\(before)")
 
-        let url = try p.publish("cat/catalog.json", Self.catalog(version: 2, id: "v2-model"))
+        let url = try p.publish("cat/catalog.json", Self.catalog(version: 12, id: "v2-model"))
         let r = try p.update(url)
         #expect(r.status == 0, "\(r)")
-        #expect(r.stdout.contains("catalog version 2 accepted") && r.stdout.contains("publisher"), "\(r)")
-        #expect(Set(p.stored().keys) == ["2.json", "2.json.sig"], "\(p.stored().keys)")
+        #expect(r.stdout.contains("catalog version 12 accepted") && r.stdout.contains("publisher"), "\(r)")
+        #expect(Set(p.stored().keys) == ["12.json", "12.json.sig"], "\(p.stored().keys)")
         let after = try p.list()
         #expect(after.status == 0 && after.stdout.contains("v2-model"), "the accepted catalog is used from now on\n\(after)")
-        #expect(try p.history().contains("catalog version 2 accepted from \(url), signed by publisher"))
+        #expect(try p.history().contains("catalog version 12 accepted from \(url), signed by publisher"))
 
         let same = try p.update(url, json: true)
         #expect(same.status == 0, "\(same)")
@@ -96,7 +96,7 @@ struct CatalogUpdateTests {
         let ff = try p.update(far, json: true)
         #expect(ff.status == 0, "\(ff)")
         let doc = try ff.jsonObject()
-        #expect(doc["outcome"] as? String == "accepted" && doc["catalogVersion"] as? Int == 500 && doc["previousVersion"] as? Int == 2, "\(ff)")
+        #expect(doc["outcome"] as? String == "accepted" && doc["catalogVersion"] as? Int == 500 && doc["previousVersion"] as? Int == 12, "\(ff)")
         #expect(Set(p.stored().keys) == ["500.json", "500.json.sig"], "older stored catalogs are removed")
         #expect(try p.list().stdout.contains("v500-model"))
 
@@ -131,7 +131,7 @@ struct CatalogUpdateTests {
     @Test("refused with a clear message, and the stored catalog unchanged", arguments: refusals)
     func refused(_ c: Refusal) throws {
         let p = try Publisher(); defer { p.w.remove() }
-        let v5 = try p.publish("good/catalog.json", Self.catalog(version: 5, id: "v5-model"))
+        let v5 = try p.publish("good/catalog.json", Self.catalog(version: 15, id: "v5-model"))
         try #require(try p.update(v5).status == 0)
         let stored = p.stored()
         try #require(stored.count == 2)
@@ -139,24 +139,24 @@ struct CatalogUpdateTests {
         let url: String
         switch c.name {
         case "signed by an unknown key":
-            url = try p.publish("bad/catalog.json", Self.catalog(version: 6), key: p.strangerKey)
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 16), key: p.strangerKey)
         case "the signature of another file":
-            url = try p.publish("bad/catalog.json", Self.catalog(version: 6))
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 16))
             try FileManager.default.removeItem(atPath: p.w.nginx.mirror + "/bad/catalog.json.sig")
             try FileManager.default.copyItem(atPath: p.w.nginx.mirror + "/good/catalog.json.sig", toPath: p.w.nginx.mirror + "/bad/catalog.json.sig")
         case "one byte changed after signing":
-            url = try p.publish("bad/catalog.json", Self.catalog(version: 6))
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 16))
             let path = p.w.nginx.mirror + "/bad/catalog.json"
-            let text = try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(of: "\"catalogVersion\": 6", with: "\"catalogVersion\": 7")
+            let text = try String(contentsOfFile: path, encoding: .utf8).replacingOccurrences(of: "\"catalogVersion\": 16", with: "\"catalogVersion\": 17")
             try text.write(toFile: path, atomically: true, encoding: .utf8)
         case "a lower version (rollback)":
-            url = try p.publish("bad/catalog.json", Self.catalog(version: 4))
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 14))
         case "an expired catalog":
-            url = try p.publish("bad/catalog.json", Self.catalog(version: 6, expiresAt: "2026-02-01T00:00:00Z"))
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 16, expiresAt: "2026-02-01T00:00:00Z"))
         case "an invalid catalog, validly signed":
-            url = try p.publish("bad/catalog.json", Self.catalog(version: 6).replacingOccurrences(of: "1099511627776", with: "-1"))
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 16).replacingOccurrences(of: "1099511627776", with: "-1"))
         default:
-            url = try p.publish("bad/catalog.json", Self.catalog(version: 6))
+            url = try p.publish("bad/catalog.json", Self.catalog(version: 16))
             try FileManager.default.removeItem(atPath: p.w.nginx.mirror + "/bad/catalog.json.sig")
         }
         let r = try p.update(url, json: true)
@@ -167,14 +167,14 @@ struct CatalogUpdateTests {
         #expect(p.stored() == stored, "the stored catalog is unchanged")
         #expect(try p.list().stdout.contains("v5-model"), "the catalog already trusted is still used")
         if c.code == "catalogRollback" {
-            #expect(try p.history().contains("refused catalog version 4 from \(url)"), "the refused rollback is in the history")
+            #expect(try p.history().contains("refused catalog version 14 from \(url)"), "the refused rollback is in the history")
         }
     }
 
     @Test("a catalog larger than the cap, or a body that never ends, is refused after at most the cap; the stored catalog is unchanged")
     func capped() throws {
         let p = try Publisher(); defer { p.w.remove() }
-        let v5 = try p.publish("good/catalog.json", Self.catalog(version: 5, id: "v5-model"))
+        let v5 = try p.publish("good/catalog.json", Self.catalog(version: 15, id: "v5-model"))
         try #require(try p.update(v5).status == 0)
         let stored = p.stored()
         let server = try PortServer(python: HostileServerNumberTests.faultServerScript)
@@ -197,7 +197,7 @@ struct CatalogUpdateTests {
         let hashed = try p.w.run(["catalog", "hash", p.w.nginx.mirror + "/pf", "--id", "pf", "--base-url", p.w.nginx.baseURL("pf"),
                                   "--required-mb", "1000", "--auto-eligible"], catalog: nil)
         try #require(hashed.status == 0, "\(hashed)")
-        let v2 = hashed.stdout.replacingOccurrences(of: "\"catalogVersion\": 1,", with: "\"catalogVersion\": 2,")
+        let v2 = hashed.stdout.replacingOccurrences(of: "\"catalogVersion\": 1,", with: "\"catalogVersion\": 12,")
         try #require(v2 != hashed.stdout)
         let device = ["EXTENTOS_MEMORY_MB": "8192", "EXTENTOS_MEMORY_AVAILABLE_MB": "6000"]
 
@@ -218,21 +218,21 @@ struct CatalogUpdateTests {
         env["EXTENTOS_CATALOG_URL"] = url
         let r = try p.w.run(["prefetch"], catalog: nil, env: env)
         #expect(r.status == 0, "\(r)")
-        #expect(r.stdout.contains("prefetch: catalog version 2 accepted from \(url)"), "\(r)")
+        #expect(r.stdout.contains("prefetch: catalog version 12 accepted from \(url)"), "\(r)")
         #expect(r.stdout.contains("prefetch: pf installed in"), "the new catalog's model is fetched in the same run\n\(r)")
         #expect(try p.w.run(["verify", "pf"], catalog: nil, env: p.env).status == 0)
         let again = try p.w.run(["prefetch"], catalog: nil, env: env)
-        #expect(again.status == 0 && again.stdout.contains("catalog version 2 is current"), "\(again)")
+        #expect(again.status == 0 && again.stdout.contains("catalog version 12 is current"), "\(again)")
     }
 
     @Test("--catalog URL on any command goes through the same checks: a signed newer catalog is accepted and used, a forged one refused")
     func catalogURLOption() throws {
         let p = try Publisher(); defer { p.w.remove() }
-        let good = try p.publish("cat/catalog.json", Self.catalog(version: 3, id: "v3-model"))
+        let good = try p.publish("cat/catalog.json", Self.catalog(version: 13, id: "v3-model"))
         let r = try p.w.run(["list", "--catalog", good], catalog: nil, env: p.env)
         #expect(r.status == 0 && r.stdout.contains("v3-model"), "\(r)")
-        #expect(Set(p.stored().keys) == ["3.json", "3.json.sig"])
-        let forged = try p.publish("bad/catalog.json", Self.catalog(version: 4, id: "v4-model"), key: p.strangerKey)
+        #expect(Set(p.stored().keys) == ["13.json", "13.json.sig"])
+        let forged = try p.publish("bad/catalog.json", Self.catalog(version: 14, id: "v4-model"), key: p.strangerKey)
         let bad = try p.w.run(["info", "v4-model", "--catalog", forged], catalog: nil, env: p.env)
         #expect(bad.status == 4 && bad.stderr.contains("not valid for any trusted key"), "\(bad)")
         #expect(try p.list().stdout.contains("v3-model"), "the trusted catalog is still used")
@@ -255,22 +255,22 @@ struct CatalogUpdateTests {
         try #require(try p.w.run(["catalog", "keygen", next], catalog: nil).status == 0)
 
         // Signed by the next key before any catalog named it: refused.
-        let early = try p.publish("early/catalog.json", Self.catalog(version: 2, id: "early-model"), key: next)
+        let early = try p.publish("early/catalog.json", Self.catalog(version: 12, id: "early-model"), key: next)
         let refused = try p.update(early)
         #expect(refused.status == 4 && refused.stderr.contains("not valid for any trusted key"), "\(refused)")
 
         // The current key signs a catalog that names the next key.
-        let v2 = try p.publish("cat/catalog.json", try Self.naming(Self.catalog(version: 2, id: "v2-model"), nextKey: "next", pubPath: next + ".pub"))
+        let v2 = try p.publish("cat/catalog.json", try Self.naming(Self.catalog(version: 12, id: "v2-model"), nextKey: "next", pubPath: next + ".pub"))
         let a = try p.update(v2)
         #expect(a.status == 0, "\(a)")
         #expect(try p.history().contains("it names the next signing key next, trusted from now on"))
         // The next key now signs on its own, and its catalog verifies whenever it is read.
-        let v3 = try p.publish("cat/catalog.json", Self.catalog(version: 3, id: "v3-model"), key: next)
+        let v3 = try p.publish("cat/catalog.json", Self.catalog(version: 13, id: "v3-model"), key: next)
         let b = try p.update(v3)
         #expect(b.status == 0 && b.stdout.contains("signed by next"), "\(b)")
         #expect(try p.list().stdout.contains("v3-model"))
         // A catalog signed by a stranger that names the stranger's key gains nothing.
-        let sneaky = try p.publish("bad/catalog.json", try Self.naming(Self.catalog(version: 4), nextKey: "stranger", pubPath: p.strangerKey + ".pub"),
+        let sneaky = try p.publish("bad/catalog.json", try Self.naming(Self.catalog(version: 14), nextKey: "stranger", pubPath: p.strangerKey + ".pub"),
                                    key: p.strangerKey)
         #expect(try p.update(sneaky).status == 4)
         #expect(!FileManager.default.fileExists(atPath: p.w.store + "/.catalog/keys/stranger.pub"))
@@ -283,7 +283,7 @@ struct CatalogUpdateTests {
         // An hour of validity, and the commands after it run with their clock two hours
         // ahead (libfaketime): no race with the real clock, however slow the machine.
         let expiry = formatter.string(from: Date().addingTimeInterval(3600))
-        let url = try p.publish("cat/catalog.json", Self.catalog(version: 2, id: "v2-model", expiresAt: expiry))
+        let url = try p.publish("cat/catalog.json", Self.catalog(version: 12, id: "v2-model", expiresAt: expiry))
         try #require(try p.update(url).status == 0)
         let before = try p.w.run(["doctor", "--json"], catalog: nil, env: p.env)
         let catalogBefore = try #require(try before.jsonObject()["catalog"] as? [String: Any], "\(before)")
@@ -292,7 +292,7 @@ struct CatalogUpdateTests {
         let list = try p.w.run(["list"], catalog: nil, env: p.env, clockAhead: later)
         #expect(list.status == 0 && list.stdout.contains("v2-model"), "still used after its expiresAt\n\(list)")
         let doctor = try p.w.run(["doctor"], catalog: nil, env: p.env, clockAhead: later)
-        #expect(doctor.stdout.contains("FAIL catalog: version 2") && doctor.stdout.contains("expired at \(expiry)"), "\(doctor)")
+        #expect(doctor.stdout.contains("FAIL catalog: version 12") && doctor.stdout.contains("expired at \(expiry)"), "\(doctor)")
         #expect(doctor.stdout.contains("glasses-local catalog update"), "doctor says what to do\n\(doctor)")
         // Offered again once expired, the same catalog is refused.
         let again = try p.w.run(["catalog", "update", "--from", url, "--retries", "1", "--retry-delay", "0"], catalog: nil,
@@ -305,17 +305,17 @@ struct CatalogUpdateTests {
         let p = try Publisher(); defer { p.w.remove() }
         let none = try p.w.run(["catalog", "update"], catalog: nil, env: p.env)
         #expect(none.status == 2 && none.stderr.contains("EXTENTOS_CATALOG_URL"), "\(none)")
-        let url = try p.publish("cat/catalog.json", Self.catalog(version: 3, id: "v3-model"))
+        let url = try p.publish("cat/catalog.json", Self.catalog(version: 13, id: "v3-model"))
         var env = p.env
         env["EXTENTOS_CATALOG_URL"] = url
         let r = try p.w.run(["catalog", "update"], catalog: nil, env: env)
-        #expect(r.status == 0 && r.stdout.contains("catalog version 3 accepted"), "\(r)")
+        #expect(r.status == 0 && r.stdout.contains("catalog version 13 accepted"), "\(r)")
     }
 
     @Test("a .catalog that is a symbolic link: never read through, removed by the next command, and catalog update restores the store's catalog (the outside folder untouched)")
     func catalogFolderLink() throws {
         let p = try Publisher(); defer { p.w.remove() }
-        let url = try p.publish("cat/catalog.json", Self.catalog(version: 2, id: "v2-model"))
+        let url = try p.publish("cat/catalog.json", Self.catalog(version: 12, id: "v2-model"))
         try #require(try p.update(url).status == 0)
         // The store's catalog folder is replaced by a link to an outside copy of it.
         let outside = p.w.root + "/outside-catalog"
@@ -337,7 +337,7 @@ struct CatalogUpdateTests {
     @Test("doctor never prints the password of EXTENTOS_CATALOG_URL (text or --json): the URL is shown as https://***@…")
     func doctorRedactsCatalogURL() throws {
         let p = try Publisher(); defer { p.w.remove() }
-        let url = try p.publish("cat/catalog.json", Self.catalog(version: 2, id: "v2-model"))
+        let url = try p.publish("cat/catalog.json", Self.catalog(version: 12, id: "v2-model"))
         try #require(try p.update(url).status == 0)
         let env = p.env.merging(["EXTENTOS_CATALOG_URL": "https://publisher:Pa55word-42@catalog.example/c.json"]) { $1 }
         for arguments in [["doctor"], ["doctor", "--json"]] {

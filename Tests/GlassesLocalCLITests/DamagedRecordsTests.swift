@@ -64,7 +64,7 @@ struct DamagedRecordsTests {
         #expect(j.status == 1, "\(j)")
         let doc = try j.jsonObject()
         #expect(doc["recordsDamaged"] as? Bool == true, "\(j)")
-        #expect(doc["catalogVersion"] as? Int == 1 && doc["store"] as? String == sb.store, "\(j)")
+        #expect(doc["catalogVersion"] as? Int == 2 && doc["store"] as? String == sb.store, "\(j)")
         let models = try #require(doc["models"] as? [[String: Any]], "\(j)")
         #expect(models.compactMap { $0["id"] as? String } == Fixtures.allIds, "\(j)")
         let keys: Set<String> = ["id", "kind", "displayName", "requiredMb", "autoEligible", "isInstalled",

@@ -200,6 +200,8 @@ struct HubConventionsCLITests {
 
         let (catalog, hub, _) = try ImportTests.hubWorld(w)
         try FileManager.default.moveItem(atPath: hub, toPath: w.root + "/home/moved-hub")
+        // A store of its own: the one above has used the built-in catalog, newer than this test catalog.
+        w.store = w.root + "/import-store"
         let imported = try w.run(["import", "hubm"], catalog: catalog, env: ["HF_HUB_CACHE": "${HOME}/moved-hub"])
         #expect(imported.status == 0, "\(imported)")
     }

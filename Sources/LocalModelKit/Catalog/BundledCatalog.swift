@@ -5,7 +5,7 @@ public enum BundledCatalog {
     /// The catalog, validated when this file was generated (a test checks it still equals
     /// Catalog/catalog.json): start-up uses it without parsing anything.
     public static let catalog = Catalog(
-        schemaVersion: 1, catalogVersion: 1, generatedAt: #"2026-11-30T00:00:00Z"#,
+        schemaVersion: 1, catalogVersion: 2, generatedAt: #"2026-12-02T00:00:00Z"#,
         models: [
             CatalogModel(
                 id: #"local-qwen3-0.6b"#, kind: .llm, displayName: #"Qwen 3 Mini Local"#,

@@ -3,15 +3,9 @@
 extension TrustedCatalogKeys {
     /// `Catalog/keys/<name>.pub` → its PEM text.
     public static let shipped: [(name: String, pem: String)] = [
-        ("extentos-catalog-2026", """
+        ("extentos-catalog-2026-12", """
             -----BEGIN PUBLIC KEY-----
-            MCowBQYDK2VwAyEA7Qz9y5nyh3Wp8H0oRE94KzBdN4sdPEwCwgd9VUSQBSA=
-            -----END PUBLIC KEY-----
-
-            """),
-        ("net-access-interim", """
-            -----BEGIN PUBLIC KEY-----
-            MCowBQYDK2VwAyEA25DC2CoWArFslzYyHIQ6xcLyw29KTXe7Om3YF0cq13M=
+            MCowBQYDK2VwAyEAaE1d+68KmRul5uV/Z74oPrp2EZ1RIwO1+uSZRzcrsSQ=
             -----END PUBLIC KEY-----
 
             """),
