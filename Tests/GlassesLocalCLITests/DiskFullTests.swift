@@ -85,14 +85,19 @@ struct DiskFullTests {
         }
     }
 
+    /// Model `big` (48 MiB of weights) on the mirror, and the store on `fs`; its catalog.
+    static func bigModel(_ w: World, storeIn fs: TmpfsMount) throws -> String {
+        w.store = fs.path + "/store"
+        try w.nginx.writeMirrorFile("big/weights.bin", Data(count: 48 << 20))
+        try w.nginx.addRandomFile("big/config.json", size: 1000)
+        return try w.filesCatalog("big", id: "big")
+    }
+
     @Test("a model bigger than the free space: download exits 3 before transferring anything, saying how much to free")
     func refusedUpFront() throws {
         let w = try World(); defer { w.remove() }
         let fs = try TmpfsMount(at: w.outer + "/fs", sizeMb: Self.sizeMb); defer { fs.unmount() }
-        w.store = fs.path + "/store"
-        try w.nginx.writeMirrorFile("big/weights.bin", Data(count: 48 << 20))
-        try w.nginx.addRandomFile("big/config.json", size: 1000)
-        let catalog = try w.filesCatalog("big", id: "big")
+        let catalog = try Self.bigModel(w, storeIn: fs)
 
         let r = try w.run(["download", "big"], catalog: catalog)
         #expect(r.status == 3, "\(r)")
@@ -116,10 +121,7 @@ struct DiskFullTests {
     func importRefusedUpFront() throws {
         let w = try World(); defer { w.remove() }
         let fs = try TmpfsMount(at: w.outer + "/fs", sizeMb: Self.sizeMb); defer { fs.unmount() }
-        w.store = fs.path + "/store"
-        try w.nginx.writeMirrorFile("big/weights.bin", Data(count: 48 << 20))
-        try w.nginx.addRandomFile("big/config.json", size: 1000)
-        let catalog = try w.filesCatalog("big", id: "big")
+        let catalog = try Self.bigModel(w, storeIn: fs)
         // The mirror folder is on the test's disk, the store on the tmpfs: every file is a copy.
         let r = try w.run(["import", "big", w.nginx.mirror + "/big", "--json"], catalog: catalog)
         #expect(r.status == 3 && r.stdout.contains("\"code\":\"insufficientStorage\""), "\(r)")
