@@ -13,7 +13,7 @@ extension ChildResult {
 
 /// The register-before-create contract in real processes: the registry is process-wide by
 /// design, so each start-up order runs in a fresh `seam-probe` (Tests/Tools/seam-probe).
-@Suite("SDK seam: register() before Extentos.create(...)", .ownThreads)
+@Suite("SDK seam: register() before Extentos.create(...)", .ownThreads, .networkGuard)
 struct SeamOrderTests {
     let store: String
 
