@@ -13,7 +13,7 @@ import Glibc
 ///
 /// The store keeps a safety margin of 32 MiB + 1 % (`StorageMargin`), so the filesystem
 /// is 64 MiB rather than 20: a model must be able to pass the check at all.
-@Suite("Reliability: disk full on a real small filesystem", .ownThreads)
+@Suite("Reliability: disk full on a real small filesystem", .ownThreads, .networkGuard)
 struct DiskFullTests {
     static let sizeMb = 64
     static let size = 8 << 20
