@@ -93,19 +93,28 @@ struct ConcurrencyTests {
         try w.expectRecordsIntact(catalog: fast)
     }
 
-    @Test("two different models downloading at once both install and verify")
+    /// At once means overlapping, whatever the machine's speed: alpha stops itself
+    /// (`pause@download`) in the middle of its transfer, and beta's transfer must make
+    /// progress while alpha is stopped there (holding whatever a download holds).
+    @Test("two different models downloading at once: the second's transfer goes on while the first is stopped mid-transfer; both install and verify")
     func twoModelsAtOnce() throws {
         let w = try World(); defer { w.remove() }
         try w.addModel("alpha", files: [("weights.bin", 768 << 10), ("config.json", 500)])
         try w.addModel("beta", files: [("weights.bin", 640 << 10), ("vocab.txt", 3000)])
         let catalog = try w.mergedCatalog([try w.filesCatalog("alpha", id: "alpha", slow: true),
                                            try w.filesCatalog("beta", id: "beta", slow: true)])
-        let a = try w.start(["download", "alpha"], catalog: catalog)
+        let a = try w.start(["download", "alpha"], catalog: catalog, env: ["GLASSES_LOCAL_TEST_HOOK": "pause@download"])
+        try #require(a.waitForStderr("PAUSE download"), "alpha reaches the middle of its transfer: \(a.wait())")
+        try #require(a.waitUntil(timeout: 60) { DiskFullTests.processState(a.pid) == "T" }, "alpha stopped itself")
+        let alphaBytes = Disk.fileSize(w.partialRoot + "/alpha/weights.bin") ?? 0
+        #expect(alphaBytes > 0 && alphaBytes < 768 << 10, "alpha is stopped mid-transfer: \(alphaBytes) bytes on disk")
+
         let b = try w.start(["download", "beta"], catalog: catalog)
-        // Both transfers are under way at the same time.
-        #expect(a.waitUntil(timeout: 30) { (Disk.fileSize(w.partialRoot + "/alpha/weights.bin") ?? 0) > 0 })
-        #expect(b.waitUntil(timeout: 30) { (Disk.fileSize(w.partialRoot + "/beta/weights.bin") ?? 0) > 0 })
-        #expect(a.isRunning || b.isRunning)
+        let betaMoved = b.waitUntil(timeout: 60) { (Disk.fileSize(w.partialRoot + "/beta/weights.bin") ?? 0) > 0 }
+            || (!b.isRunning && b.wait().status == 0)
+        #expect(betaMoved, "beta's transfer made no progress while alpha was stopped mid-transfer")
+        #expect(DiskFullTests.processState(a.pid) == "T", "alpha was still stopped")
+        a.send(SIGCONT)
         let ra = a.wait(), rb = b.wait()
         #expect(ra.status == 0, "\(ra)")
         #expect(rb.status == 0, "\(rb)")

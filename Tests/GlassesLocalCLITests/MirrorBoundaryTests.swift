@@ -154,21 +154,19 @@ struct MirrorBoundaryTests {
         let victimFile = s.w.root + "/victim.bin"
         let victimBytes = Data("outside; must never change\n".utf8)
         try victimBytes.write(to: URL(fileURLWithPath: victimFile))
-        // Links at `<destination>.tmp-<pid>` for the pids the next processes will get.
-        let last = try #require(Int(try String(contentsOfFile: "/proc/sys/kernel/ns_last_pid", encoding: .utf8)
-            .trimmingCharacters(in: .whitespacesAndNewlines)))
         var planted = 0
-        for path in ["pf/weights.bin", "pf/sub/config.json"] {
-            let full = dir + "/" + path
-            try FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            for pid in (last + 1)...(last + 400) {
-                try #require(symlink(victimFile, full + ".tmp-\(pid)") == 0)
+        for run in 1...2 {
+            // Links at `<destination>.tmp-<pid>` for the pid this run has: it starts stopped,
+            // so its pid is known (and the links in place) before it makes any file.
+            let p = try s.w.startStopped(["mirror", dir, "--json"], catalog: s.catalog)
+            for path in ["pf/weights.bin", "pf/sub/config.json"] {
+                let full = dir + "/" + path
+                try FileManager.default.createDirectory(atPath: (full as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                try #require(symlink(victimFile, full + ".tmp-\(p.pid)") == 0)
                 planted += 1
             }
-        }
-
-        for run in 1...2 {
-            let r = try s.w.run(["mirror", dir, "--json"], catalog: s.catalog)
+            p.send(SIGCONT)
+            let r = p.wait()
             #expect(r.status == 0, "run \(run): \(r)")
             let report = (try r.jsonObject()["models"] as? [[String: Any]])?.first
             #expect(report?["copied"] as? Int == 2, "run \(run), another filesystem: copies\n\(r)")

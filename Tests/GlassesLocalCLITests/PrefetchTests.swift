@@ -229,31 +229,82 @@ extension PrefetchTests {
 }
 
 extension PrefetchTests {
-    @Test("--jitter waits before any network use; --json gives one object a line; --include-voice fetches the voice too")
-    func jitterJSONAndVoice() throws {
+    /// A catalog of one auto-eligible model `id` from the mirror folder `folder` (and `voice`,
+    /// a voice from the folder `voice`, when given).
+    static func catalog(_ w: World, _ folder: String, id: String, voice: String? = nil) throws -> String {
+        let llm = try w.run(["catalog", "hash", w.nginx.mirror + "/" + folder, "--id", id, "--base-url", w.nginx.baseURL(folder),
+                             "--required-mb", "1000", "--auto-eligible"], catalog: nil)
+        try #require(llm.status == 0, "\(llm)")
+        try llm.stdout.write(toFile: w.root + "/catalogs/\(id).json", atomically: true, encoding: .utf8)
+        guard let voice else { return w.root + "/catalogs/\(id).json" }
+        let v = try w.run(["catalog", "hash", w.nginx.mirror + "/" + voice, "--id", "v", "--kind", "voice",
+                           "--base-url", w.nginx.baseURL(voice)], catalog: nil)
+        try #require(v.status == 0, "\(v)")
+        try v.stdout.write(toFile: w.root + "/catalogs/v.json", atomically: true, encoding: .utf8)
+        return try w.mergedCatalog([w.root + "/catalogs/\(id).json", w.root + "/catalogs/v.json"])
+    }
+
+    @Test("--json gives one object a line; --include-voice fetches the voice too")
+    func jsonAndVoice() throws {
         let w = try World(); defer { w.remove() }
         try w.addModel("pf", files: [("weights.bin", 100_000)])
         try w.addModel("voice", files: [("model.onnx", 50_000)])
-        let llm = try w.run(["catalog", "hash", w.nginx.mirror + "/pf", "--id", "pf", "--base-url", w.nginx.baseURL("pf"),
-                             "--required-mb", "1000", "--auto-eligible"], catalog: nil)
-        let voice = try w.run(["catalog", "hash", w.nginx.mirror + "/voice", "--id", "v", "--kind", "voice",
-                               "--base-url", w.nginx.baseURL("voice")], catalog: nil)
-        try #require(llm.status == 0 && voice.status == 0)
-        try llm.stdout.write(toFile: w.root + "/catalogs/l.json", atomically: true, encoding: .utf8)
-        try voice.stdout.write(toFile: w.root + "/catalogs/v.json", atomically: true, encoding: .utf8)
-        let catalog = try w.mergedCatalog([w.root + "/catalogs/l.json", w.root + "/catalogs/v.json"])
-        let start = Date()
-        let r = try w.run(["prefetch", "--jitter", "1.5", "--include-voice", "--json"], catalog: catalog, env: Self.device)
-        let elapsed = Date().timeIntervalSince(start)
+        let catalog = try Self.catalog(w, "pf", id: "pf", voice: "voice")
+        let r = try w.run(["prefetch", "--include-voice", "--json"], catalog: catalog, env: Self.device)
         #expect(r.status == 0, "\(r)")
         let events = r.stdoutLines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
         #expect(events.count == r.stdoutLines.count, "every line is one JSON object: \(r.stdout)")
-        let waited = try #require(events.first { $0["event"] as? String == "jitter" }?["seconds"] as? Double, "\(r.stdout)")
-        #expect(waited >= 0 && waited <= 1.5 && elapsed >= waited, "waited \(waited) s of at most 1.5 (run took \(elapsed) s)")
-        let jitterIndex = events.firstIndex { $0["event"] as? String == "jitter" } ?? 0
-        let firstFetch = events.firstIndex { $0["event"] as? String == "fetching" } ?? -1
-        #expect(jitterIndex < firstFetch, "the wait comes before any network use")
         let fetched = events.filter { $0["event"] as? String == "fetched" }.compactMap { $0["modelId"] as? String }
         #expect(fetched == ["pf", "v"], "the target, then the voice: \(r.stdout)")
+    }
+
+    /// A wait is a matter of time, and its length is random: the run waits 0…86,400 s (the
+    /// most --jitter allows), drawn again while it comes out under a minute. No clock is
+    /// compared: while it waits, a whole prefetch started after its wait began (another
+    /// model, another store, the same nginx) runs to the end, and the waiting run still has
+    /// made no request. A run that only announced its wait would have fetched long before.
+    @Test("--jitter waits before any network use: a whole prefetch started after the wait began ends first, and the waiting run has made no request; Ctrl-C ends the wait")
+    func jitterWaitsBeforeNetworkUse() throws {
+        let w = try World(); defer { w.remove() }
+        try w.addModel("pf", files: [("weights.bin", 100_000)])
+        try w.addModel("other", files: [("weights.bin", 100_000)])
+        let catalog = try Self.catalog(w, "pf", id: "pf")
+        let otherCatalog = try Self.catalog(w, "other", id: "other")
+
+        func jitterEvent(_ p: CLIProcess) -> [String: Any]? {
+            p.stdoutSoFar.split(separator: "\n").lazy.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+                .first { $0["event"] as? String == "jitter" }
+        }
+        var waiting: (process: CLIProcess, seconds: Double)?
+        for _ in 0..<5 where waiting == nil {
+            let p = try w.start(["prefetch", "--jitter", "86400", "--json"], catalog: catalog, env: Self.device)
+            try #require(p.waitUntil(timeout: 60) { jitterEvent(p) != nil }, "the wait is announced: \(p.wait())")
+            let seconds = try #require(jitterEvent(p)?["seconds"] as? Double)
+            #expect(seconds >= 0 && seconds <= 86_400, "\(seconds)")
+            if seconds >= 60 {
+                waiting = (p, seconds)
+            } else {
+                p.send(SIGINT)
+                _ = p.wait()
+            }
+        }
+        let (p, seconds) = try #require(waiting, "five waits under a minute out of 0…86,400 s")
+
+        let store = w.store
+        w.store = w.root + "/other-store"
+        let other = try w.run(["prefetch", "--json"], catalog: otherCatalog, env: Self.device)
+        w.store = store
+        #expect(other.status == 0 && other.stdout.contains("\"fetched\""), "the other prefetch ran to the end: \(other)")
+        #expect(!w.nginx.requests(for: "other/weights.bin").isEmpty, "it used the network: \(w.nginx.accessLog())")
+        #expect(p.isRunning, "the jittered run is still waiting its \(seconds) s")
+        #expect(w.nginx.requests(for: "pf/weights.bin").isEmpty && !p.stdoutSoFar.contains("\"fetching\""),
+                "the jittered run used the network during its \(seconds) s wait: \(w.nginx.accessLog())\n\(p.stdoutSoFar)")
+
+        // Ctrl-C ends the wait: interrupted, nothing fetched.
+        p.send(SIGINT)
+        let r = p.wait()
+        #expect(r.status == 130, "\(r)")
+        #expect(w.nginx.requests(for: "pf/weights.bin").isEmpty, "\(w.nginx.accessLog())")
+        #expect(try !w.isInstalled("pf", catalog: catalog))
     }
 }

@@ -174,6 +174,18 @@ final class World {
                        ioDirectory: root + "/io", currentDirectory: cwd)
     }
 
+    /// The same, stopped before the command runs: a shell stops itself (`SIGSTOP`), and on
+    /// `SIGCONT` `exec`s the command, which keeps its pid. So the test knows the pid the
+    /// command will have and can prepare the world for it before sending `SIGCONT`.
+    func startStopped(_ arguments: [String], catalog: String?, env: [String: String] = [:],
+                      sourceLocation: SourceLocation = #_sourceLocation) throws -> CLIProcess {
+        let p = try CLIProcess(binary: "/bin/sh", arguments: ["-c", "kill -STOP $$ && exec \"$0\" \"$@\"", try binary] + globals(catalog) + arguments,
+                               environment: environment(env), ioDirectory: root + "/io", currentDirectory: cwd)
+        try #require(p.waitUntil(timeout: 60) { DiskFullTests.processState(p.pid) == "T" }, "the shell stopped itself: \(p.wait())",
+                     sourceLocation: sourceLocation)
+        return p
+    }
+
     private func globals(_ catalog: String?) -> [String] {
         (catalog.map { ["--catalog", $0] } ?? []) + ["--store", store]
     }

@@ -66,6 +66,74 @@ struct BZip2Tests {
         }
     }
 
+    /// What a decoder hands out until it ends or throws, and the error if it threw: the
+    /// bytes the extractor would have written before the error.
+    static func decodeUntilError(_ next: () throws(UnpackError) -> UnsafeRawBufferPointer) -> (bytes: [UInt8], error: UnpackError?) {
+        var out: [UInt8] = []
+        do {
+            while true {
+                let bytes = try next()
+                if bytes.isEmpty { return (out, nil) }
+                let at = out.count
+                out += [UInt8](repeating: 0, count: bytes.count)
+                out.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[at...]).copyMemory(from: bytes) }
+            }
+        } catch {
+            return (out, error)
+        }
+    }
+
+    /// Where `bytes` stop being the start of `data` (nil: they are its first bytes). A Bool
+    /// to expect on: a failed == of megabytes has the test library print them.
+    static func divergence(_ bytes: [UInt8], from data: [UInt8]) -> Int? {
+        let n = min(bytes.count, data.count)
+        let same = bytes.withUnsafeBytes { a in
+            data.withUnsafeBytes { b in
+                guard n > 0, let a = a.baseAddress, let b = b.baseAddress else { return true }
+                return memcmp(a, b, n) == 0
+            }
+        }
+        if !same { return (0..<n).first { bytes[$0] != data[$0] } }
+        return bytes.count > data.count ? data.count : nil
+    }
+
+    /// Where each block's output starts in the decoded bytes of `compressed`, and where the
+    /// output ends, found without the decoder under test: bzip2recover writes each block as
+    /// a stream of its own, bunzip2 decodes each one.
+    static func blockOutputStarts(_ compressed: [UInt8], in dir: String) throws -> [Int] {
+        let folder = dir + "/recover"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try StoreTestSupport.writeFile(folder + "/in.bz2", compressed)
+        let r = try ChildProcess.run("/bin/sh", ["-c", "cd \"$1\" && bzip2recover in.bz2 >/dev/null 2>&1 && for f in rec*in.bz2; do bzip2 -dc \"$f\" | wc -c; done", "sh", folder])
+        try #require(r.status == 0, "\(r)")
+        var starts = [0]
+        for line in r.stdout.split(separator: "\n") {
+            starts.append(try #require(starts.last) + (try #require(Int(line.trimmingCharacters(in: .whitespaces)), "\(r)")))
+        }
+        return starts
+    }
+
+    /// The block magics' bit positions in `bytes`, found the way the splitter finds them.
+    static func blockStarts(_ bytes: [UInt8]) -> [Int] {
+        var starts: [Int] = []
+        var resume = 0
+        var from = 32
+        while let found = bytes.withUnsafeBytes({ BZip2Format.findMagic(in: $0, from: from, resume: &resume) }), !found.isEnd {
+            starts.append(found.position)
+            from = found.position + 48
+            resume = 0
+        }
+        return starts
+    }
+
+    /// Flips the lowest bit of the block's BWT origin pointer (after the 48-bit magic, the
+    /// 32-bit CRC and the randomised bit): the block still decodes, to other bytes, and
+    /// only its CRC, checked after its last byte, says so.
+    static func flipOrigin(_ bytes: inout [UInt8], blockAt start: Int) {
+        let bit = start + 48 + 32 + 1 + 23
+        bytes[bit >> 3] ^= UInt8(0x80) >> UInt8(bit & 7)
+    }
+
     /// Whether this process's bzip2 threads are all gone. A thread that `close()` has
     /// joined may still be returning from its last call for a moment: polled, with a hang
     /// guard, not a time bound.
@@ -173,45 +241,101 @@ struct BZip2Tests {
     enum Damage: String, CaseIterable, CustomTestStringConvertible {
         case blockData = "a byte in the middle of block 4's data"
         case blockCRC = "block 3's stored CRC"
+        case bigBlockCRC = "the stored CRC of the last block, which decodes to over a megabyte"
+        case bigBlockOrigin = "the last block's BWT origin pointer (it decodes, to over a megabyte of other bytes, until its CRC)"
         case streamCRC = "the stream's combined CRC"
         case truncatedHalf = "cut in half"
         case truncatedEnd = "the end marker cut off"
         var testDescription: String { rawValue }
     }
 
-    @Test("damaged or truncated bzip2 data fails with UnpackError.unreadable in libbz2's words, as bunzip2 refuses it",
+    /// Damages `bytes`, whose blocks start at the bit positions `starts`; returns the index
+    /// of the first block that can no longer be checked (nil: every block still checks).
+    static func damage(_ bytes: inout [UInt8], _ damage: Damage, starts: [Int]) -> Int? {
+        switch damage {
+        case .blockData: bytes[(starts[3] + starts[4]) / 16] ^= 0x55; return 3
+        case .blockCRC: bytes[(starts[2] + 48 + 8) / 8] ^= 0x01; return 2
+        case .bigBlockCRC: bytes[(starts[starts.count - 1] + 48 + 8) / 8] ^= 0x01; return starts.count - 1
+        case .bigBlockOrigin: flipOrigin(&bytes, blockAt: starts[starts.count - 1]); return starts.count - 1
+        case .streamCRC: bytes[bytes.count - 2] ^= 0x10; return nil
+        case .truncatedHalf:
+            bytes = Array(bytes.prefix(bytes.count / 2))
+            return starts.lastIndex { $0 < bytes.count * 8 }
+        case .truncatedEnd: bytes = Array(bytes.prefix(bytes.count - 8)); return nil
+        }
+    }
+
+    @Test("damaged or truncated bzip2 data fails with UnpackError.unreadable in libbz2's words, as bunzip2 refuses it; what was handed out before the error is the data, and none of it from a block whose CRC did not match",
           arguments: Damage.allCases)
     func damageIsTyped(_ damage: Damage) throws {
         try StoreTestSupport.withTempDir { dir in
-            var bytes = try Self.compress(Self.mixedBytes(2 << 20), level: 1, in: dir)
-            // Where the blocks start, found the way the splitter finds them.
-            var starts: [Int] = []
-            var resume = 0
-            var from = 32
-            while let found = bytes.withUnsafeBytes({ BZip2Format.findMagic(in: $0, from: from, resume: &resume) }), !found.isEnd {
-                starts.append(found.position)
-                from = found.position + 48
-                resume = 0
-            }
+            let data = Self.mixedBytes(2 << 20)
+            var bytes = try Self.compress(data, level: 1, in: dir)
+            let starts = Self.blockStarts(bytes)
             try #require(starts.count > 5 && starts[0] == 32, "\(starts.count) blocks")
-            switch damage {
-            case .blockData: bytes[(starts[3] + starts[4]) / 16] ^= 0x55
-            case .blockCRC: bytes[(starts[2] + 48 + 8) / 8] ^= 0x01
-            case .streamCRC: bytes[bytes.count - 2] ^= 0x10
-            case .truncatedHalf: bytes = Array(bytes.prefix(bytes.count / 2))
-            case .truncatedEnd: bytes = Array(bytes.prefix(bytes.count - 8))
-            }
+            let outputStarts = try Self.blockOutputStarts(bytes, in: dir)
+            try #require(outputStarts.count == starts.count + 1 && outputStarts.last == data.count, "\(outputStarts)")
+            try #require(data.count - outputStarts[starts.count - 1] > 1 << 20, "the last block decodes to over a megabyte: \(outputStarts)")
+            let firstBad = Self.damage(&bytes, damage, starts: starts)
             #expect(try !Self.bunzip2(bytes, in: dir).ok, "bunzip2 refuses it too")
             let decoder = BZip2Blocks(input: ChunkedInput(bytes, readSize: 1 << 20), workers: 2)
             defer { decoder.close() }
-            let error = #expect(throws: UnpackError.self) { _ = try Self.decodeAll(decoder) }
+            let (handed, error) = Self.decodeUntilError { () throws(UnpackError) in try decoder.next() }
             guard case .unreadable(let message)? = error else {
                 Issue.record("not .unreadable: \(String(describing: error))")
                 return
             }
             switch damage {
-            case .blockData, .blockCRC, .streamCRC: #expect(message.contains("damaged"), "\(message)")
+            case .blockData, .blockCRC, .bigBlockCRC, .bigBlockOrigin, .streamCRC: #expect(message.contains("damaged"), "\(message)")
             case .truncatedHalf, .truncatedEnd: #expect(message.contains("truncated"), "\(message)")
+            }
+            // What the extractor was given before the error: the data, and nothing of a block
+            // libbz2 did not check.
+            let limit = firstBad.map { outputStarts[$0] } ?? data.count
+            #expect(handed.count <= limit, "\(handed.count) bytes handed out, \(handed.count - limit) of them from block \((firstBad ?? 0) + 1) before its CRC")
+            let wrong = Self.divergence(handed, from: data)
+            #expect(wrong == nil, "bytes handed out before the error are not the data from byte \(wrong ?? 0)")
+        }
+    }
+
+    @Test("the sequential decoder (the fallback) hands out every checked block and no byte of a block before libbz2 checked its CRC",
+          arguments: [Damage.blockData, .blockCRC, .bigBlockCRC, .bigBlockOrigin, .truncatedHalf])
+    func sequentialHoldsEachBlockUntilItsCRC(_ damage: Damage) throws {
+        try StoreTestSupport.withTempDir { dir in
+            let data = Self.mixedBytes(2 << 20)
+            var bytes = try Self.compress(data, level: 1, in: dir)
+            let starts = Self.blockStarts(bytes)
+            let outputStarts = try Self.blockOutputStarts(bytes, in: dir)
+            try #require(starts.count > 5 && outputStarts.count == starts.count + 1, "\(outputStarts)")
+            let firstBad = try #require(Self.damage(&bytes, damage, starts: starts))
+            let decoder = SequentialBZip2(input: ChunkedInput(bytes, readSize: 4093), skip: 0)
+            let (handed, error) = Self.decodeUntilError { () throws(UnpackError) in try decoder.next() }
+            guard case .unreadable? = error else {
+                Issue.record("not .unreadable: \(String(describing: error))")
+                return
+            }
+            #expect(handed.count == outputStarts[firstBad], "blocks 1…\(firstBad) whole, nothing of block \(firstBad + 1): \(handed.count) bytes handed out, block \(firstBad + 1) starts at \(outputStarts[firstBad])")
+            let wrong = Self.divergence(handed, from: data)
+            #expect(wrong == nil, "bytes handed out before the error are not the data from byte \(wrong ?? 0)")
+        }
+    }
+
+    @Test("the sequential decoder gives bunzip2's bytes: streams back to back, trailing bytes, a block of runs that decodes to 20 MB, skipping what was handed out")
+    func sequentialEqualsBunzip2() throws {
+        try StoreTestSupport.withTempDir { dir in
+            let a = try Self.compress(Self.mixedBytes(700 << 10, seed: 1), level: 2, in: dir, name: "a")
+            let empty = try Self.compress([], level: 9, in: dir, name: "empty")
+            let runs = try Self.compress(Self.mixedBytes(300 << 10, seed: 7) + [UInt8](repeating: 0, count: 20 << 20), level: 9, in: dir, name: "runs")
+            let joined = a + empty + runs + Array("trailing, not bzip2\n".utf8)
+            let reference = try Self.bunzip2(joined, in: dir)
+            try #require(reference.ok)
+            for (skip, readSize) in [(0, 1 << 20), (0, 997), (1_234_567, 65_536)] {
+                let decoder = SequentialBZip2(input: ChunkedInput(joined, readSize: readSize), skip: Int64(skip))
+                let (out, error) = Self.decodeUntilError { () throws(UnpackError) in try decoder.next() }
+                #expect(error == nil, "\(String(describing: error))")
+                let expected = Array(reference.bytes[skip...])
+                #expect(out.count == expected.count && Self.divergence(out, from: expected) == nil,
+                        "skip \(skip), reads of \(readSize): \(out.count) bytes, not bunzip2's from byte \(Self.divergence(out, from: expected) ?? out.count)")
             }
         }
     }
@@ -313,12 +437,20 @@ struct BZip2Tests {
         }
     }
 
-    @Test("a corrupt tar.bz2 is refused by the extractor with .unreadable, nothing half-trusted")
+    @Test("a corrupt tar.bz2 is refused by the extractor with .unreadable; what it wrote before is the files' own bytes, none from the damaged block")
     func extractorRefusesDamage() throws {
         try StoreTestSupport.withTempDir { dir in
-            let (archive, files) = try Self.tarBz2(in: dir, files: 4, size: 600 << 10)
+            // Files of 3 MB, each with a long run of zeros: a block that decodes to megabytes.
+            let (archive, files) = try Self.tarBz2(in: dir, files: 2, size: 3 << 20)
             var bytes = try StoreTestSupport.readFile(archive)
-            bytes[bytes.count / 2] ^= 0x40
+            // The block with the most output still decodes, to other bytes: only its CRC says so.
+            let starts = Self.blockStarts(bytes)
+            let outputStarts = try Self.blockOutputStarts(bytes, in: dir)
+            try #require(starts.count > 4 && outputStarts.count == starts.count + 1, "\(outputStarts)")
+            let sizes = zip(outputStarts.dropFirst(), outputStarts).map { $0 - $1 }
+            let biggest = try #require(sizes.indices.max { sizes[$0] < sizes[$1] })
+            try #require(sizes[biggest] > 1 << 20, "\(sizes)")
+            Self.flipOrigin(&bytes, blockAt: starts[biggest])
             try FileIO.writeFileAtomically(bytes, toPath: archive)
             let staging = dir + "/staging"
             try FileIO.createDirectory(staging)
@@ -330,6 +462,15 @@ struct BZip2Tests {
                 return
             }
             #expect(message.contains("bzip2") && message.contains("damaged"), "\(message)")
+            // Every file written, whole or cut short by the error, holds its source's first bytes.
+            let written = (try? FileManager.default.contentsOfDirectory(atPath: staging)) ?? []
+            #expect(!written.isEmpty, "the blocks before the damaged one were extracted")
+            for name in written {
+                let got = try StoreTestSupport.readFile(staging + "/" + name)
+                let source = try StoreTestSupport.readFile(dir + "/src/model/" + name)
+                let wrong = Self.divergence(got, from: source)
+                #expect(wrong == nil, "\(name): bytes of the damaged block were written, from byte \(wrong ?? 0)")
+            }
         }
     }
 }

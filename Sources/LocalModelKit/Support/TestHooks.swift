@@ -7,7 +7,8 @@ import FoundationEssentials
 /// - `hold@<point>`: the process prints `HOLD <point>` on stderr when it reaches the point
 ///   and then waits forever, so a test can `kill -9` it at exactly that instant;
 /// - `pause@<point>`: it prints `PAUSE <point>` and stops itself (`SIGSTOP`); the test
-///   changes the world (fills the disk) and sends `SIGCONT`.
+///   changes the world (fills the disk) and sends `SIGCONT`. Only the first time: a point
+///   reached again (`download` is reached at every progress tick) then goes on.
 ///
 /// Unset (always, outside tests), a point costs one comparison. Points: `download` (first
 /// bytes written), `hash` (a resume base hashed), `unpack` (first archive entry written),
@@ -25,6 +26,9 @@ enum TestHooks {
         return (action, String(text[text.index(after: at)...]))
     }()
 
+    /// Whether the process has paused once already.
+    private static let paused = Locked(false)
+
     @inline(__always)
     static func point(_ name: String) {
         guard let armed, armed.point == name else { return }
@@ -33,6 +37,7 @@ enum TestHooks {
             try? ProcessEnvironment.writeAll(Array("HOLD \(name)\n".utf8), to: 2)
             Threads.sleepForever()
         case .pause:
+            guard !paused.withLock({ (was: inout Bool) -> Bool in defer { was = true }; return was }) else { return }
             try? ProcessEnvironment.writeAll(Array("PAUSE \(name)\n".utf8), to: 2)
             Signals.stopSelf()
         }

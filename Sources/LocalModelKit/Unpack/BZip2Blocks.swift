@@ -6,18 +6,19 @@ import FoundationEssentials
 /// to `workers` threads decode one block each through libbz2, the block re-wrapped as a
 /// stream of its own (`BZip2Format.wrap`), so libbz2 checks every block's CRC; the
 /// caller of `next()` (the extractor) gets each block's output in order and checks each
-/// stream's combined CRC. No byte is handed out before its block's CRC matched: a block's
-/// output is kept until its last byte is checked. Memory stays bounded: at most
-/// `2 × workers` blocks are cut ahead of the reader, and a block keeps at most 8 MiB of
+/// stream's combined CRC. No byte is handed out before its block's CRC matched, on either
+/// path: a block's output is kept until its last byte is checked. Memory stays bounded: at
+/// most `2 × workers` blocks are cut ahead of the reader, and a block keeps at most 8 MiB of
 /// output; a bigger one (runs: a block can decode to 45 MB) is only checked by its worker,
 /// then decoded again, streaming, when the reader gets to it.
 ///
 /// Anything the splitter's view of the input cannot explain (a block that fails to decode,
 /// a "block" longer than any block can be, a combined CRC that does not match, no end
 /// marker) sends the rest to `SequentialBZip2`: the whole input again through one libbz2
-/// decoder, skipping what was already handed out. So a 48-bit magic that happens to occur
-/// inside compressed data costs time, never correctness, and a damaged stream fails with
-/// libbz2's own verdict (`UnpackError.unreadable`).
+/// decoder, skipping what was already handed out, each block's output held until libbz2
+/// has checked its CRC. So a 48-bit magic that happens to occur inside compressed data
+/// costs time, never correctness, and a damaged stream fails with libbz2's own verdict
+/// (`UnpackError.unreadable`).
 ///
 /// ```swift
 /// let decoder = BZip2Blocks(input: try FileInput(path: path))
