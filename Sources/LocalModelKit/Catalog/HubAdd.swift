@@ -105,6 +105,11 @@ extension LocalModelEngine {
     public func addHubModel(_ request: HubAddRequest, options: DownloadOptions = DownloadOptions(),
                             cancellation: CancellationFlag = CancellationFlag()) throws(LocalModelError) -> HubAddResult {
         let ref = request.reference
+        // A store's catalog that cannot be read is never replaced: said before any request.
+        if let problem = userCatalog.withLock({ $0.problem }) {
+            throw .invalidCatalog(CatalogError(source: UserCatalog.path(in: layout),
+                                               issues: [CatalogIssue(path: "$", message: problem + "; it was left as it is")]))
+        }
         let id = request.id ?? UserCatalog.defaultId(for: ref)
         try checkNewId(id, given: request.id != nil, force: request.force)
         let displayName = request.displayName ?? ref.repository
