@@ -1,5 +1,6 @@
 import Foundation
 import GlassesTestSupport
+import LocalModelKit
 import Testing
 
 /// A repository's files written by Tests/Tools/model-repo.py: real safetensors files (the
@@ -429,6 +430,51 @@ struct HubAddTests {
             #expect(catalogModel.status == 1 && catalogModel.errorCode == "notUserModel", "\(catalogModel)")
             let unknown = try w.run(["remove", "no-such-model", "--json"])
             #expect(unknown.status == 5 && unknown.errorCode == "unknownModel", "\(unknown)")
+        }
+    }
+
+    @Test("the library: addHubModel returns the typed result and the model joins the engine's catalog at once (its download by the same engine), removeUserModel drops it; failures are typed with their codes")
+    func library() throws {
+        try Self.with { w in
+            try w.serve("org/tiny", commit: Self.tinyCommit, ModelRepo.tiny)
+            let env = w.sandbox.environment(["HF_ENDPOINT": w.hub.origin])
+            let engine = try EngineSetup(environment: env, storeDirectory: w.store).makeEngine()
+            let options = DownloadOptions(policy: TransferPolicy(environment: env))
+            let request = HubAddRequest(reference: try HubReference.parse("org/tiny@main"), id: "tiny", displayName: "Tiny",
+                                        selection: try HubFileSelection(exclude: ["tokenizer_config.json"]), autoEligible: true)
+            let result = try engine.addHubModel(request, options: options)
+            #expect(result.estimate.requiredMb == ModelRepo.tinyRequiredMb && result.estimate.weightsBytes == ModelRepo.tinyWeights)
+            #expect(result.estimate.kvCache == KVCacheShape(layers: 2, kvHeads: 2, headDim: 16))
+            #expect(result.commit == Self.tinyCommit && !result.replaced && !result.fromCache)
+            #expect(result.skipped.contains(SkippedFile(path: "tokenizer_config.json", reason: "--exclude tokenizer_config.json")))
+            let model = try #require(engine.catalog.model(id: "tiny"), "in the engine's catalog at once")
+            #expect(model.origin == .user && model.autoEligible && model.files.count == 3)
+            #expect(engine.userModels.map(\.id) == ["tiny"])
+            let path = try engine.downloadBlocking(modelId: "tiny", options: options, cancellation: CancellationFlag(), onEvent: { _ in })
+            #expect(path.hasSuffix("/tiny"))
+            #expect(try engine.status(of: "tiny").isInstalled)
+
+            do throws(LocalModelError) {
+                _ = try engine.addHubModel(HubAddRequest(reference: HubReference(organization: "org", name: "missing")), options: options)
+                Issue.record("a missing repository was added")
+            } catch {
+                #expect(error.code == .unknownModel && error.exitStatus == 5, "\(error)")
+            }
+            do throws(LocalModelError) {
+                _ = try engine.addHubModel(HubAddRequest(reference: HubReference(organization: "org", name: "tiny"), id: "tiny"), options: options)
+                Issue.record("an id added before was replaced without force")
+            } catch {
+                #expect(error.code == .idTaken, "\(error)")
+            }
+            let removal = try engine.removeUserModel(id: "tiny")
+            #expect(removal.deleted.existed && removal.deleted.freedBytes > 0)
+            #expect(engine.catalog.model(id: "tiny") == nil && engine.userModels.isEmpty)
+            do throws(LocalModelError) {
+                _ = try engine.removeUserModel(id: "local-qwen3-4b")
+                Issue.record("a catalog model was removed")
+            } catch {
+                #expect(error.code == .notUserModel && error.exitStatus == 1, "\(error)")
+            }
         }
     }
 

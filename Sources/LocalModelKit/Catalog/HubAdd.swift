@@ -45,6 +45,11 @@ public struct AddedFile: Sendable, Equatable {
 public struct SkippedFile: Sendable, Equatable {
     public var path: String
     public var reason: String
+
+    public init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
+    }
 }
 
 /// What `add` did.
