@@ -38,6 +38,7 @@ enum AddCommand {
         } catch {
             var cli = CLIError(error)
             if cli.code == .usage { cli.usageOf = inv.command }
+            if cli.code == .interrupted { cli.message = "add \(inv.positional[0]) interrupted; nothing was written" }
             throw cli
         }
         let m = result.model

@@ -411,6 +411,23 @@ struct HubAddTests {
         }
     }
 
+    @Test("SIGINT while add reads a header (the CDN holds its answer): exit 130, nothing written")
+    func interruptWritesNothing() throws {
+        try Self.with { w in
+            try w.serve("org/tiny", commit: Self.tinyCommit, ModelRepo.tiny)
+            try w.hub.configure(["hold": 0, "hold_times": 1])
+            let before = w.storeState()
+            let process = try CLIProcess(binary: try #require(CLIBinary.path), arguments: ["add", "org/tiny"],
+                                         environment: w.sandbox.environment(["HF_ENDPOINT": w.hub.origin]),
+                                         ioDirectory: w.sandbox.root + "/io", currentDirectory: w.sandbox.root)
+            #expect(process.waitUntil { (try? w.hub.log())?.contains(where: \.isCDN) == true }, "add reached the CDN")
+            process.send(SIGINT)
+            let r = process.wait()
+            #expect(r.status == 130 && r.stderr.contains("nothing was written"), "\(r)")
+            #expect(w.storeState() == before)
+        }
+    }
+
     @Test("a damaged user-catalog.json is named in a warning and the signed catalog keeps working; add refuses to overwrite it (exit 6); remove refuses a catalog model (1) and an unknown id (5)")
     func damagedUserCatalogAndRemoveRules() throws {
         try Self.with { w in

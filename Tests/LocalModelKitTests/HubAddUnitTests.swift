@@ -268,3 +268,27 @@ struct HubReferenceTests {
         }
     }
 }
+
+@Suite("add: the store's own catalog beside the catalog in use")
+struct UserCatalogTests {
+    @Test("an added model joins the catalog after its models; one whose id the catalog in use has is not used (that catalog's is) and a warning says so")
+    func joinsWithoutReplacing() throws {
+        let root = FileManager.default.temporaryDirectory.path + "/user-catalog-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        func model(_ id: String, _ name: String) -> CatalogModel {
+            CatalogModel(id: id, kind: .llm, displayName: name, requiredMb: 100, autoEligible: false, revision: nil,
+                         files: [CatalogFile(path: "model.safetensors", size: 10, sha256: nil)],
+                         sources: [.files(baseURL: "https://huggingface.co/org/\(id)/resolve/main/")])
+        }
+        try Data(UserCatalog.document([model("shared", "added twin"), model("mine", "added")], generatedAt: "2026-12-01T00:00:00Z"))
+            .write(to: URL(fileURLWithPath: root + "/user-catalog.json"))
+        let catalog = Catalog(catalogVersion: 3, generatedAt: "2026-12-01T00:00:00Z", models: [model("shared", "signed")])
+        let engine = LocalModelEngine(layout: StoreLayout(root: root), catalog: catalog, probe: FaultTestProbe())
+        #expect(engine.catalog.models.map(\.id) == ["shared", "mine"])
+        #expect(engine.catalog.model(id: "shared")?.displayName == "signed" && engine.catalog.model(id: "shared")?.origin == .catalog)
+        #expect(engine.catalog.model(id: "mine")?.origin == .user)
+        #expect(engine.userCatalogWarnings.count == 1 && engine.userCatalogWarnings.first?.contains("shared") == true, "\(engine.userCatalogWarnings)")
+        #expect(engine.catalog.catalogVersion == 3, "the version is the catalog's, never the user's")
+    }
+}
