@@ -233,10 +233,10 @@ final class MemoryFetcher: CurlEasyDelegate {
     func curlTick() -> Bool { !cancellation.isCancelled }
 
     func curlHeader(_ line: UnsafeRawBufferPointer) -> Bool {
-        let text = String(decoding: line, as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
-            let parts = text.split(separator: " ", maxSplits: 2)
-            status = parts.count > 1 ? ExternalNumber.decimal(parts[1]).flatMap { $0 <= 999 ? Int($0) : nil } ?? 0 : 0
+        let name: String, value: String
+        switch HTTPHeader.Line(line) {
+        case .status(let code):
+            status = code
             contentRange = nil
             contentLength = nil
             contentEncoding = nil
@@ -244,12 +244,10 @@ final class MemoryFetcher: CurlEasyDelegate {
             hubErrorCode = nil
             accepting = false
             return true
+        case .end: return endOfHeaders()
+        case .other: return true
+        case let .field(fieldName, fieldValue): (name, value) = (fieldName, fieldValue)
         }
-        let trimmed = text.trimmingWhitespace()
-        if trimmed.isEmpty { return endOfHeaders() }
-        guard let colon = trimmed.firstIndex(of: ":") else { return true }
-        let name = trimmed[..<colon].lowercased()
-        let value = trimmed[trimmed.index(after: colon)...].trimmingWhitespace()
         switch name {
         case "content-range": contentRange = HTTPHeader.contentRange(value)
         case "content-length": contentLength = ExternalNumber.decimal(value)
