@@ -69,15 +69,19 @@ let package = Package(
             path: "Tests/Fixtures/upstream-app"
         ),
 
-        // Test-only: finding built programs and running them (shared by the test targets).
-        .target(name: "GlassesTestSupport", path: "Tests/Support"),
+        // Test-only: the network guard, started in the test runner before its first test (a
+        // proxy on 127.0.0.1 that refuses and logs every connection off loopback).
+        .target(name: "CTestNetGuard", path: "Tests/NetGuard"),
+        // Test-only: finding built programs and running them, the network guard's checks
+        // (shared by the test targets).
+        .target(name: "GlassesTestSupport", dependencies: ["CTestNetGuard"], path: "Tests/Support"),
 
         .testTarget(
             name: "LocalModelKitTests",
             dependencies: ["LocalModelKit", "GlassesCore", "records-stress", "GlassesTestSupport"],
             exclude: ["Inputs"]
         ),
-        .testTarget(name: "GlassesCoreTests", dependencies: ["GlassesCore"]),
+        .testTarget(name: "GlassesCoreTests", dependencies: ["GlassesCore", "GlassesTestSupport"]),
         .testTarget(name: "GlassesLocalTests",
                     dependencies: ["GlassesLocal", "GlassesLocalVoice", "GlassesCore", "LocalModelKit", "seam-probe",
                                    "GlassesTestSupport"]),

@@ -1,9 +1,11 @@
+import GlassesTestSupport
 import Synchronization
 import Testing
 @testable import GlassesCore
 
 /// The register-before-create contract, on private registries (the process-wide one is
 /// exercised in child processes by GlassesLocalTests/SeamOrderTests).
+@Suite(.networkGuard)
 struct RegistryTests {
     /// A tier that answers a fixed choice: the seam's contract is "ask the registered tier".
     struct FixedTier: LocalModelTier {

@@ -9,7 +9,7 @@ import Glibc
 /// P8 with hostile archives served by nginx: each archive matches its catalog size and
 /// SHA-256 (so the download succeeds and the extraction is what refuses). `download`
 /// exits 4 naming the entry, nothing appears outside the store, nothing is installed.
-@Suite("Reliability: hostile archives stay confined", .ownThreads)
+@Suite("Reliability: hostile archives stay confined", .ownThreads, .networkGuard)
 struct ArchiveSafetyTests {
     struct Hostile: CustomTestStringConvertible, Sendable {
         /// `Tests/Tools/hostile-archive.py` KIND.

@@ -9,7 +9,7 @@ import Glibc
 /// The voice bundle as it really is shaped (the 358 paths of kokoro-en-v0_19, `!` and all;
 /// synthetic content, sizes scaled down), through both of its sources; fallback from the
 /// archive to the files; and `kill -9` while the archive unpacks as it downloads.
-@Suite("Archives that install while they download", .ownThreads)
+@Suite("Archives that install while they download", .ownThreads, .networkGuard)
 struct ArchiveStreamingTests {
     static let id = "kokoro-en-v0_19"
 

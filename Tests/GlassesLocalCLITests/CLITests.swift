@@ -4,7 +4,7 @@ import Testing
 
 /// The built `glasses-local` run as a user would: stdout, stderr and exit code of
 /// `list`, `info`, `fit`, `auto`, `doctor` and `history`, each test with its own store.
-@Suite("glasses-local: models, fit, auto, doctor, history", .ownThreads)
+@Suite("glasses-local: models, fit, auto, doctor, history", .ownThreads, .networkGuard)
 struct CLITests {
     static let lowMemory = ["EXTENTOS_MEMORY_MB": "4096", "EXTENTOS_MEMORY_AVAILABLE_MB": "4096"]
 

@@ -4,7 +4,7 @@ import Testing
 
 /// `catalog validate` (every problem with its JSON path, rollback against a store) and
 /// `catalog hash` (checked against the system's `sha256sum`).
-@Suite("glasses-local: catalog validate and catalog hash", .ownThreads)
+@Suite("glasses-local: catalog validate and catalog hash", .ownThreads, .networkGuard)
 struct CatalogCommandTests {
     // MARK: validate
 

@@ -8,7 +8,7 @@ import Glibc
 
 /// `catalog keygen | sign | verify`, and OpenSSL interoperability both ways. Keys are made
 /// at test time; none is ever committed (only Catalog/keys/*.pub, the public halves).
-@Suite("Signed catalogs: publishing", .ownThreads)
+@Suite("Signed catalogs: publishing", .ownThreads, .networkGuard)
 struct CatalogSigningTests {
     @Test("keygen writes a private key only its owner can read and never overwrites one")
     func keygen() throws {

@@ -11,7 +11,7 @@ import Glibc
 /// working on the built-in catalog, nothing is downloaded by a catalog the store has moved
 /// past, and `catalog update` from a genuine catalog restores normal operation. The floor
 /// (the highest version seen) lives in the records: no file in `.catalog/` lowers it.
-@Suite("Signed catalogs: a damaged stored catalog", .ownThreads)
+@Suite("Signed catalogs: a damaged stored catalog", .ownThreads, .networkGuard)
 struct CatalogTamperTests {
     /// Catalog version `version` with one downloadable model under a built-in id (so the
     /// built-in catalog, standing in, still lists it), published and signed.

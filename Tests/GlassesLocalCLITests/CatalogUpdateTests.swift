@@ -9,7 +9,7 @@ import Glibc
 /// `catalog update`: a signed catalog served by a real nginx is accepted only when a trusted
 /// key signed it, it is newer, unexpired and valid; every refusal leaves the stored catalog
 /// as it was. Keys are made at test time and trusted through EXTENTOS_CATALOG_KEYS.
-@Suite("Signed catalogs: update", .ownThreads)
+@Suite("Signed catalogs: update", .ownThreads, .networkGuard)
 struct CatalogUpdateTests {
     /// A world with a publisher key (trusted), a stranger's key (not trusted), and helpers
     /// to publish catalogs on its nginx.

@@ -4,7 +4,7 @@ import Testing
 
 /// `glasses-local completions bash|zsh|fish`, tried in the real shells (Scripts/bootstrap
 /// installs them): what a person gets when pressing Tab.
-@Suite("Shell completions", .ownThreads)
+@Suite("Shell completions", .ownThreads, .networkGuard)
 struct CompletionsTests {
     /// The script for `shell`, written to a file.
     static func script(_ shell: String, in w: World) throws -> String {
@@ -86,7 +86,7 @@ struct CompletionsTests {
 /// Start-up like a C tool: libcurl, libarchive and libbz2 (and their dozens of
 /// dependencies) are opened only by the commands that transfer or unpack; `list` never
 /// loads them.
-@Suite("Libraries load on first use", .ownThreads)
+@Suite("Libraries load on first use", .ownThreads, .networkGuard)
 struct LazyLibraryTests {
     /// The shared objects a run opened, seen by strace.
     static func librariesOpened(_ w: World, _ arguments: [String]) throws -> [String] {

@@ -9,7 +9,7 @@ import Glibc
 /// P9 with real processes: many `glasses-local download` of one model while another
 /// process deletes it over and over. Every process ends 0 or 7 (busy), SQLite's busy
 /// state never reaches a user, the store ends consistent, the records database intact.
-@Suite("Reliability: concurrent glasses-local processes", .ownThreads)
+@Suite("Reliability: concurrent glasses-local processes", .ownThreads, .networkGuard)
 struct ConcurrencyTests {
     static let id = "shared"
     static let files: [(String, Int)] = [("weights.bin", 512 << 10), ("extra/tokens.bin", 64 << 10)]

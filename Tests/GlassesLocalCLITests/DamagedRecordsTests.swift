@@ -12,7 +12,7 @@ import Glibc
 /// damaged file is never deleted or rewritten. Following doctor's advice recovers the
 /// store without fetching the bytes already on disk. Before, every command (list
 /// included) only printed the error and exited 1.
-@Suite("glasses-local: a damaged records database", .ownThreads)
+@Suite("glasses-local: a damaged records database", .ownThreads, .networkGuard)
 struct DamagedRecordsTests {
     enum Damage: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case garbage, truncatedToOnePage, truncatedInsideHeader
@@ -107,7 +107,7 @@ struct DamagedRecordsTests {
 
 /// The recovery doctor describes, done exactly as it says, against a real nginx: the
 /// installed model's bytes are re-verified from disk and nothing is fetched again.
-@Suite("glasses-local: recovering from a damaged records database", .ownThreads)
+@Suite("glasses-local: recovering from a damaged records database", .ownThreads, .networkGuard)
 struct DamagedRecordsRecoveryTests {
     /// Runs the move-aside line `doctor` printed, as a user would paste it.
     static func moveAsideAsDoctorSays(_ w: World, _ doctor: CLIResult, sourceLocation: SourceLocation = #_sourceLocation) throws {

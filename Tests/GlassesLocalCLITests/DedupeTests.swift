@@ -9,7 +9,7 @@ import Glibc
 /// No byte fetched twice: a file whose SHA-256 an installed model holds is hard-linked, not
 /// downloaded (counted on the server side, nginx's access log), and deleting either model
 /// leaves the other verifying.
-@Suite("Store: shared files are linked, not fetched again", .ownThreads)
+@Suite("Store: shared files are linked, not fetched again", .ownThreads, .networkGuard)
 struct DedupeTests {
     /// One catalog with models `a` and `b` that share one file (at different paths).
     static func setUp(_ w: World) throws -> String {
@@ -101,7 +101,7 @@ struct DedupeTests {
 /// A catalog update that changes an installed model's files never breaks it: it keeps
 /// working (and verifying, against its recorded hashes) without any network until
 /// `download` installs the new version beside it, fetching only the changed file.
-@Suite("Store: updating an installed model", .ownThreads)
+@Suite("Store: updating an installed model", .ownThreads, .networkGuard)
 struct ModelUpdateTests {
     @Test("list and info say 'update available'; verify passes offline; download fetches only the changed file, switches, and the old tree is gone")
     func updateChangesOneFileOfThree() throws {

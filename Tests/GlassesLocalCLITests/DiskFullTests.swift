@@ -13,7 +13,7 @@ import Glibc
 ///
 /// The store keeps a safety margin of 32 MiB + 1 % (`StorageMargin`), so the filesystem
 /// is 64 MiB rather than 20: a model must be able to pass the check at all.
-@Suite("Reliability: disk full on a real small filesystem", .ownThreads)
+@Suite("Reliability: disk full on a real small filesystem", .ownThreads, .networkGuard)
 struct DiskFullTests {
     static let sizeMb = 64
     static let size = 8 << 20
@@ -85,14 +85,19 @@ struct DiskFullTests {
         }
     }
 
+    /// Model `big` (48 MiB of weights) on the mirror, and the store on `fs`; its catalog.
+    static func bigModel(_ w: World, storeIn fs: TmpfsMount) throws -> String {
+        w.store = fs.path + "/store"
+        try w.nginx.writeMirrorFile("big/weights.bin", Data(count: 48 << 20))
+        try w.nginx.addRandomFile("big/config.json", size: 1000)
+        return try w.filesCatalog("big", id: "big")
+    }
+
     @Test("a model bigger than the free space: download exits 3 before transferring anything, saying how much to free")
     func refusedUpFront() throws {
         let w = try World(); defer { w.remove() }
         let fs = try TmpfsMount(at: w.outer + "/fs", sizeMb: Self.sizeMb); defer { fs.unmount() }
-        w.store = fs.path + "/store"
-        try w.nginx.writeMirrorFile("big/weights.bin", Data(count: 48 << 20))
-        try w.nginx.addRandomFile("big/config.json", size: 1000)
-        let catalog = try w.filesCatalog("big", id: "big")
+        let catalog = try Self.bigModel(w, storeIn: fs)
 
         let r = try w.run(["download", "big"], catalog: catalog)
         #expect(r.status == 3, "\(r)")
@@ -116,10 +121,7 @@ struct DiskFullTests {
     func importRefusedUpFront() throws {
         let w = try World(); defer { w.remove() }
         let fs = try TmpfsMount(at: w.outer + "/fs", sizeMb: Self.sizeMb); defer { fs.unmount() }
-        w.store = fs.path + "/store"
-        try w.nginx.writeMirrorFile("big/weights.bin", Data(count: 48 << 20))
-        try w.nginx.addRandomFile("big/config.json", size: 1000)
-        let catalog = try w.filesCatalog("big", id: "big")
+        let catalog = try Self.bigModel(w, storeIn: fs)
         // The mirror folder is on the test's disk, the store on the tmpfs: every file is a copy.
         let r = try w.run(["import", "big", w.nginx.mirror + "/big", "--json"], catalog: catalog)
         #expect(r.status == 3 && r.stdout.contains("\"code\":\"insufficientStorage\""), "\(r)")

@@ -5,7 +5,7 @@ import Testing
 /// The power-cut checker (`Tests/Tools/durability.py`) on small hand-written traces in
 /// strace's own format: the correct pattern passes, and each way of breaking the rule is
 /// reported with its rule and path. `PowerCutTests` runs it on the real binary's traces.
-@Suite("Power cuts: the checker on hand-written traces", .ownThreads)
+@Suite("Power cuts: the checker on hand-written traces", .ownThreads, .networkGuard)
 struct DurabilityCheckerTests {
     struct Case: CustomTestStringConvertible, Sendable {
         var name: String

@@ -4,7 +4,7 @@ import Testing
 
 /// Scripts/simulate-fleet's model of the origin's load, against the closed form for a
 /// uniform spread, and its determinism.
-@Suite("Fleet simulation", .ownThreads)
+@Suite("Fleet simulation", .ownThreads, .networkGuard)
 struct FleetSimulationTests {
     static func run(_ arguments: [String]) throws -> CLIResult {
         let binary = try #require(BuiltProduct.path("simulate-fleet"), "simulate-fleet was not built")

@@ -10,7 +10,7 @@ import Glibc
 /// does: the transfer is cancelled, the partial data kept, the exit code is 130, and the
 /// next download resumes where it stopped. Before, SIGHUP's default action killed the
 /// process outright.
-@Suite("Reliability: SIGHUP and a hung-up terminal", .ownThreads)
+@Suite("Reliability: SIGHUP and a hung-up terminal", .ownThreads, .networkGuard)
 struct HangupTests {
     /// The next download after an interruption resumes at the byte where it stopped and
     /// fetches only the rest.

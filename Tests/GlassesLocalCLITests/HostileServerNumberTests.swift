@@ -10,7 +10,7 @@ import Glibc
 /// traps. Values beyond what a run waits end it with exit 75 (temporary) and a message;
 /// values that are not a number are ignored (the usual backoff applies). Either way no
 /// space reservation is left behind.
-@Suite("Reliability: hostile numbers from a server never trap", .ownThreads)
+@Suite("Reliability: hostile numbers from a server never trap", .ownThreads, .networkGuard)
 struct HostileServerNumberTests {
     static let faultServerScript = PackageRoot.path() + "/Tests/Tools/faultserver.py"
 

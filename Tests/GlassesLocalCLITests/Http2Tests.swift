@@ -10,7 +10,7 @@ import Glibc
 /// streams multiplexed on one connection (libcurl with nghttp2; CURLMOPT_PIPELINING).
 /// nginx on 127.0.0.1 with `listen … ssl http2` and a certificate made by openssl,
 /// trusted through EXTENTOS_CA_FILE.
-@Suite("HTTP/2 where the server offers it", .ownThreads)
+@Suite("HTTP/2 where the server offers it", .ownThreads, .networkGuard)
 struct Http2Tests {
     @Test("24 small files over https from nginx with http2: every request HTTP/2.0, all on one connection")
     func multiplexed() throws {

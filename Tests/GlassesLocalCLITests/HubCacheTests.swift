@@ -8,7 +8,7 @@ import Testing
 /// `snapshots/<commit>/<path>` linking to `../../blobs/…`, `refs/main` naming a commit.
 /// nginx's access log proves what was fetched; the cache is compared byte for byte, links
 /// included, before and after.
-@Suite("The Hugging Face cache under another revision, and the voice from it", .ownThreads)
+@Suite("The Hugging Face cache under another revision, and the voice from it", .ownThreads, .networkGuard)
 struct HubCacheTests {
     /// The revision the catalog's URLs name, and the one the cache has.
     static let wanted = "1111111111111111111111111111111111111111"

@@ -11,7 +11,7 @@ import Glibc
 /// shows each request's Authorization), with a second one as the https proxy, so any request
 /// meant for huggingface.co itself would be counted there; an expired login, an unusable
 /// token file, TRANSFORMERS_OFFLINE and the client's path expansion.
-@Suite("Where models come from: the Hub client's conventions (the command)", .ownThreads)
+@Suite("Where models come from: the Hub client's conventions (the command)", .ownThreads, .networkGuard)
 struct HubConventionsCLITests {
     static let token = "hf_EndpointCLI_secret"
 

@@ -90,7 +90,7 @@ struct HubRepo {
 /// stopped download resumes through that redirect with Range and the CDN's own validator,
 /// across runs, after the signed URL expired, and after a drop followed by an expiry in the
 /// same run; the token goes to the origin only.
-@Suite("Resume through a Hugging-Face-Hub-shaped origin", .ownThreads)
+@Suite("Resume through a Hugging-Face-Hub-shaped origin", .ownThreads, .networkGuard)
 struct HubOriginTests {
     @Test("a fresh install through the Hub's redirect: installed and verified; the LFS file from the CDN, the small files from the origin; the token reaches the origin only")
     func freshInstall() throws {

@@ -8,7 +8,7 @@ import Glibc
 
 /// A file `import` finds but another user owns is copied, never hard-linked: a link shares
 /// the bytes, and that user could rewrite them under the installed model.
-@Suite("import: another user's files are copied", .ownThreads)
+@Suite("import: another user's files are copied", .ownThreads, .networkGuard)
 struct ImportOwnershipTests {
     func status(_ path: String) -> stat? {
         var st = stat()

@@ -9,7 +9,7 @@ import Glibc
 /// Models from where users already have them: `import ID [DIR]` and the Hugging Face cache,
 /// built as the Hub client builds it (blobs named by hash, snapshot links, `refs/main`).
 /// Nothing is fetched for a file found and verified; the place is never changed.
-@Suite("Models from copies already on the machine", .ownThreads)
+@Suite("Models from copies already on the machine", .ownThreads, .networkGuard)
 struct ImportTests {
     static let commit = "0123456789abcdef0123456789abcdef01234567"
     static let files: [(String, Int)] = [("model.safetensors", 400 * 1024), ("config.json", 900), ("tokenizer/vocab.txt", 5000)]

@@ -10,7 +10,7 @@ import Glibc
 /// process at the phase; the test waits for `HOLD <point>` and kills it). Afterwards the
 /// model is installed or absent, never in between; the next download finishes without
 /// fetching again what was already on disk; the records database is intact.
-@Suite("Reliability: kill -9 at each install phase", .ownThreads)
+@Suite("Reliability: kill -9 at each install phase", .ownThreads, .networkGuard)
 struct KillNineTests {
     /// Runs `download` held at `point`, waits for the hold, and kills it with SIGKILL.
     static func killDownload(_ w: World, id: String, catalog: String, at point: String,

@@ -6,7 +6,7 @@ import Testing
 /// the built `glasses-local` must say so — once on stderr, in `auto --explain`, in
 /// `auto --json` and in `doctor` — and use the device's own reading instead. Before the
 /// accepted range was explicit, `0` and petabyte values were dropped without a word.
-@Suite("glasses-local: ignored memory overrides are reported", .ownThreads)
+@Suite("glasses-local: ignored memory overrides are reported", .ownThreads, .networkGuard)
 struct MemoryOverrideTests {
     struct BadValue: CustomTestStringConvertible, Sendable {
         var variable: String

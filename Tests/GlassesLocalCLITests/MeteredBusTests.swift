@@ -5,7 +5,7 @@ import Testing
 /// `prefetch --require-unmetered` against a system bus that accepts and never answers
 /// (Tests/Tools/fakebus.py `silent`): sd-bus alone would wait out its 90-second
 /// authentication timeout; the question has 2 s, then the state is unknown.
-@Suite("Metered state: a bus that never answers", .ownThreads)
+@Suite("Metered state: a bus that never answers", .ownThreads, .networkGuard)
 struct MeteredBusTests {
     @Test("a silent bus: the run goes on with the state unknown, saying the bus did not answer in time; offline, the bus is never asked")
     func silentBus() throws {

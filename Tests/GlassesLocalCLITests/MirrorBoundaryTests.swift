@@ -13,7 +13,7 @@ import Glibc
 ///
 /// Model `pf` (`weights.bin`, `sub/config.json`) is installed at `<store>/pf` from the
 /// nginx folder `pf`, so its per-file source's URL path (`/pf/`) is its store folder's name.
-@Suite("mirror only reads the store and never writes outside DIR", .ownThreads)
+@Suite("mirror only reads the store and never writes outside DIR", .ownThreads, .networkGuard)
 struct MirrorBoundaryTests {
     static let files = [("weights.bin", 64 * 1024), ("sub/config.json", 700)]
 

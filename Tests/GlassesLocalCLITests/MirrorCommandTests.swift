@@ -9,7 +9,7 @@ import Glibc
 /// `glasses-local mirror DIR`: one device's installed models become a static mirror
 /// (another nginx over DIR), and a second device pointed at it with `--mirror` installs
 /// from it without a single request to the origin.
-@Suite("A mirror for a site or a fleet", .ownThreads)
+@Suite("A mirror for a site or a fleet", .ownThreads, .networkGuard)
 struct MirrorCommandTests {
     @Test("mirror DIR lays installed models out under their URL paths (hard links); a second device with --mirror fetches nothing from the origin")
     func secondDeviceUsesTheMirror() throws {

@@ -11,7 +11,7 @@ import Glibc
 /// or a device is skipped with a warning or refused with a clear error. The runner's
 /// timeout turns a hang into a failure. And files the tool writes where a user points it
 /// (`catalog keygen OUT`) never go through a link planted there.
-@Suite("Named paths: reads that never wait, keys never written through links", .ownThreads)
+@Suite("Named paths: reads that never wait, keys never written through links", .ownThreads, .networkGuard)
 struct NamedPathTests {
     static func fifo(_ path: String) throws {
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)

@@ -66,7 +66,7 @@ func allBytes(under folder: String) -> String {
     return String(decoding: out, as: UTF8.self)
 }
 
-@Suite("Where models come from: credentials, offline, metered (the command)", .ownThreads)
+@Suite("Where models come from: credentials, offline, metered (the command)", .ownThreads, .networkGuard)
 struct NetworkAccessCLITests {
     @Test("401 from a Hugging Face source: exit 77, code authRequired naming HF_TOKEN; a refused token never shows in output, JSON, history or records; the right one installs")
     func authRequired() throws {

@@ -4,7 +4,7 @@ import Testing
 
 /// Names from outside (a folder, a store path) never drive the terminal: control characters
 /// and ANSI sequences in them are printed as `\uXXXX`, in every message that echoes them.
-@Suite("Text output escapes control characters", .ownThreads)
+@Suite("Text output escapes control characters", .ownThreads, .networkGuard)
 struct OutputEscapeTests {
     static let hostile = "x\u{1B}[31mRED\u{1B}]0;pwned\u{07}\r\u{202E}y"
 

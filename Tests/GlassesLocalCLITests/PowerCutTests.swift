@@ -110,7 +110,7 @@ extension World {
 /// (P15): whatever instant the power goes, the records never describe a file or folder the
 /// disk may not have. The checker and its model are `Tests/Tools/durability.py`; its own
 /// tests are `DurabilityCheckerTests`.
-@Suite("Power cuts: each store-changing command keeps the durability rule", .ownThreads)
+@Suite("Power cuts: each store-changing command keeps the durability rule", .ownThreads, .networkGuard)
 struct PowerCutTests {
     /// A catalog for the mirror folder `folder` as model `id`, at `version`.
     static func catalog(_ w: World, folder: String, id: String, version: Int) throws -> String {

@@ -9,7 +9,7 @@ import Glibc
 /// `glasses-local prefetch` as cron runs it, through the built binary against nginx. The
 /// clock, the power supply and the load come from the documented overrides
 /// (EXTENTOS_NOW, EXTENTOS_POWER_SUPPLY_DIR, EXTENTOS_LOADAVG); everything else is real.
-@Suite("Prefetch, unattended", .ownThreads)
+@Suite("Prefetch, unattended", .ownThreads, .networkGuard)
 struct PrefetchTests {
     static let id = "pf"
     /// A device on which autoChoice wants `pf` (8 GiB: class budget 4 GiB, 6 GiB free now).

@@ -10,7 +10,7 @@ import Glibc
 /// commands read them. Run as the unprivileged user `nobody` (uid 65534, through
 /// util-linux's `setpriv`), every read command works, `verify` included, and nothing in
 /// the store changes; a write says clearly that the store is read-only for this user.
-@Suite("A store the user can read but not write", .ownThreads)
+@Suite("A store the user can read but not write", .ownThreads, .networkGuard)
 struct ReadOnlyStoreTests {
     static let id = "ro"
 

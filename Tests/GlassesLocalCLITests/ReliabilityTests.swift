@@ -36,7 +36,7 @@ func interruptAfter(_ process: CLIProcess, wrote bytes: Int64, of path: String, 
 /// The built `glasses-local` against a real nginx on 127.0.0.1: install, resume, verify,
 /// repair, delete, gc, --mirror, archives — each checked by exit code, output, disk and
 /// nginx's access log.
-@Suite("Reliability: glasses-local against a real nginx", .ownThreads)
+@Suite("Reliability: glasses-local against a real nginx", .ownThreads, .networkGuard)
 struct NginxIntegrationTests {
     @Test("download --json: exit 0, JSON lines ending with done, files byte-identical, verify 0, list isInstalled; a second download fetches nothing")
     func downloadInstallsVerifiedFiles() throws {

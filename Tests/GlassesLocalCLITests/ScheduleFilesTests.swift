@@ -5,7 +5,7 @@ import Testing
 /// The scheduling files in Scripts/schedule: the systemd user service and timer pass
 /// `systemd-analyze verify` (offline, as the user manager would load them), and the
 /// crontab line's command runs as written.
-@Suite("Scheduling files", .ownThreads)
+@Suite("Scheduling files", .ownThreads, .networkGuard)
 struct ScheduleFilesTests {
     static let dir = PackageRoot.path() + "/Scripts/schedule"
 

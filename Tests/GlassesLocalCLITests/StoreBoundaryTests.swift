@@ -11,7 +11,7 @@ import Glibc
 /// Model `s1` has `s.bin` and `sub/t.bin`; each test plants a link where the store keeps
 /// partial data, staging trees, installed files, locks or its records, pointing at
 /// files and folders beside the store, then runs the built command.
-@Suite("Reliability: the store is a boundary (planted links)", .ownThreads)
+@Suite("Reliability: the store is a boundary (planted links)", .ownThreads, .networkGuard)
 struct StoreBoundaryTests {
     static let id = "s1"
     static let folder = "boundary"

@@ -5,7 +5,7 @@ import Testing
 /// A store that moves: restored from a backup elsewhere, or `mv`ed to a bigger disk. Install
 /// records hold folders relative to the store, so the installed state moves with it; a
 /// store written before that (absolute paths, schema 2) is upgraded by a migration.
-@Suite("A store that can move", .ownThreads)
+@Suite("A store that can move", .ownThreads, .networkGuard)
 struct StoreMoveTests {
     static let files = [("a.bin", 300 * 1024), ("sub/b.bin", 4096)]
 

@@ -252,7 +252,7 @@ final class TLSWorld {
     }
 }
 
-@Suite("P10 transport: glasses-local against a real HTTPS server on 127.0.0.1", .ownThreads)
+@Suite("P10 transport: glasses-local against a real HTTPS server on 127.0.0.1", .ownThreads, .networkGuard)
 struct TLSTests {
     @Test("an untrusted self-signed certificate: exit 1, a TLS/certificate message naming the URL, not retried, nothing installed")
     func untrustedCertificateIsRefused() throws {

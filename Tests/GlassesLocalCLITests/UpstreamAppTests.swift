@@ -8,7 +8,7 @@ import Testing
 /// KokoroVoiceModel.DownloadError without a default, register() kept as a `() -> Void`,
 /// DeviceFit.fits only read). The build compiling it is half the test; here it runs, and
 /// every value it printed is checked against what upstream documents.
-@Suite("An app written against the upstream SDK", .ownThreads)
+@Suite("An app written against the upstream SDK", .ownThreads, .networkGuard)
 struct UpstreamAppTests {
     static func binary() throws -> String {
         try #require(BuiltProduct.path("upstream-app"), "upstream-app was not built")

@@ -4,7 +4,7 @@ import Testing
 
 /// Usage errors (exit 2, `Error:` / `Usage:` / `See '… --help'.` on stderr) and help
 /// (stdout, exit 0) in swift-argument-parser's layout.
-@Suite("glasses-local: usage errors and help", .ownThreads)
+@Suite("glasses-local: usage errors and help", .ownThreads, .networkGuard)
 struct UsageAndHelpTests {
     struct UsageCase: Sendable, CustomTestStringConvertible {
         var arguments: [String]

@@ -5,7 +5,7 @@ import Testing
 /// `glasses-local voice status | download | delete [--source archive|files]` through the
 /// built binary, against nginx serving a voice bundle both ways (a release archive first,
 /// per-file second, as the shipped Kokoro entry lists them).
-@Suite("The voice commands", .ownThreads)
+@Suite("The voice commands", .ownThreads, .networkGuard)
 struct VoiceCommandTests {
     static let id = "kokoro-test"
 

@@ -8,7 +8,7 @@ import Testing
 
 /// The public facades over a real store in a temporary folder. Serialized: the facades
 /// are process-wide by design (one shared engine), so these tests take turns.
-@Suite(.serialized, .ownThreads)
+@Suite(.serialized, .ownThreads, .networkGuard)
 struct FacadeTests {
     @Test("the engine's decision reaches the app as upstream's AutoChoice: every reason and detail mapped by name, the shortfall carried")
     func decisionMapsOntoUpstream() {

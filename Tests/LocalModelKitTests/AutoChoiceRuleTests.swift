@@ -1,8 +1,10 @@
+import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
 /// The autoChoice rule as a table: each row is a device/store situation and the answer
 /// the five steps of docs/ARCHITECTURE.md ("autoChoice") give for it.
+@Suite(.networkGuard)
 struct AutoChoiceRuleTests {
     static let gb: Int64 = 1 << 30
 

@@ -9,7 +9,7 @@ import Testing
 
 /// Serialized: the thread checks count this process's `gl-bz2` threads, which only this
 /// suite starts in process.
-@Suite("bzip2 decoded block by block on several cores", .ownThreads, .serialized)
+@Suite("bzip2 decoded block by block on several cores", .ownThreads, .serialized, .networkGuard)
 struct BZip2Tests {
     // MARK: Fixtures
 

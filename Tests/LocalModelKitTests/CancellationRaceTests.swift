@@ -8,7 +8,7 @@ import Testing
 /// wakes must never be freed under it. 1,000 rounds of attach → detach → free while
 /// another thread cancels in a tight loop; run it under `swift test --sanitize=thread`
 /// (or address) to have the toolchain check every access.
-@Suite("Cancellation races teardown", .ownThreads)
+@Suite("Cancellation races teardown", .ownThreads, .networkGuard)
 struct CancellationRaceTests {
     @Test("cancel() in a tight loop on one thread, attach/detach/free of real multi handles on another, 1,000 rounds")
     func cancelRacesTeardown() throws {
@@ -49,7 +49,7 @@ struct CancellationRaceTests {
 }
 
 /// The number of connections follows the work.
-@Suite("Transfer parallelism", .ownThreads)
+@Suite("Transfer parallelism", .ownThreads, .networkGuard)
 struct TransferParallelismTests {
     static func requests(_ sizes: [Int64]) -> [FileRequest] {
         sizes.enumerated().map { FileRequest(name: "f\($0.offset)", url: "http://127.0.0.1/f", partialPath: "/x/f\($0.offset)",
@@ -71,7 +71,7 @@ struct TransferParallelismTests {
     }
 }
 
-@Suite("The shared rate limit", .ownThreads)
+@Suite("The shared rate limit", .ownThreads, .networkGuard)
 struct RateLimiterTests {
     @Test("the bucket hands out its rate per second, whatever the number of takers, and says when to come back")
     func tokenBucket() {

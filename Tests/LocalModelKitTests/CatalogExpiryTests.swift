@@ -1,8 +1,10 @@
+import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
 /// `expiresAt`: an optional RFC 3339 UTC moment after which a catalog is no longer
 /// trusted (a frozen mirror cannot keep serving an old, validly signed catalog).
+@Suite(.networkGuard)
 struct CatalogExpiryTests {
     static func text(expiresAt: String?) -> [UInt8] {
         let field = expiresAt.map { #""expiresAt":"\#($0)","# } ?? ""

@@ -1,10 +1,12 @@
 import Foundation
+import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
 /// The catalog loader: the shipped catalog against the real facts it was built from,
 /// every rejection rule (each with its JSON path and message), and robustness against
 /// hostile bytes.
+@Suite(.networkGuard)
 struct CatalogTests {
     // MARK: - Locations
 

@@ -5,7 +5,7 @@ import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
-@Suite("DeviceFit", .ownThreads)
+@Suite("DeviceFit", .ownThreads, .networkGuard)
 struct DeviceFitTests {
     typealias S = StoreTestSupport
 

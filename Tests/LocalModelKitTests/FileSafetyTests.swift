@@ -11,7 +11,7 @@ import Glibc
 /// FIFO or a device is refused after a non-blocking open), and an atomic write never goes
 /// through a name someone planted (exclusive random temporary name, `rename` replaces a
 /// link at the destination instead of following it).
-@Suite("File safety: reads that never wait, writes through no planted name", .ownThreads)
+@Suite("File safety: reads that never wait, writes through no planted name", .ownThreads, .networkGuard)
 struct FileSafetyTests {
     static func victim(_ dir: String) throws -> (path: String, bytes: [UInt8]) {
         let path = dir + "/outside/victim"

@@ -10,7 +10,7 @@ import Glibc
 /// P12: every parser of a number that comes from outside — a server's headers, a catalog,
 /// the environment, the records database — fed the values that trap naive code. Each
 /// must answer (a value, a saturated value, or a refusal); none may crash the process.
-@Suite("Hostile numbers never trap (P12)", .ownThreads)
+@Suite("Hostile numbers never trap (P12)", .ownThreads, .networkGuard)
 struct HostileNumberTests {
     static let intMax = "9223372036854775807"
     static let intMaxPlusOne = "9223372036854775808"
@@ -273,7 +273,7 @@ struct HostileNumberTests {
 }
 
 /// The calendar arithmetic that replaced Foundation's date formatters, checked against them.
-@Suite("CivilTime: HTTP dates and ISO 8601 without Foundation", .ownThreads)
+@Suite("CivilTime: HTTP dates and ISO 8601 without Foundation", .ownThreads, .networkGuard)
 struct CivilTimeTests {
     @Test("ISO 8601 UTC text equals Foundation's for 2,000 instants from 1900 to 2200, leap days included")
     func iso8601MatchesFoundation() {
@@ -302,7 +302,7 @@ struct CivilTimeTests {
     }
 }
 
-@Suite("Trusted catalog keys", .ownThreads)
+@Suite("Trusted catalog keys", .ownThreads, .networkGuard)
 struct TrustedKeysTests {
     @Test("the keys built in are exactly Catalog/keys/*.pub, and each is an Ed25519 public key")
     func builtInMatchesTheFolder() throws {

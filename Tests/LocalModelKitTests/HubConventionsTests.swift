@@ -98,7 +98,7 @@ private func makeSocketFile(_ path: String) throws {
     try #require(rc == 0, "bind \(path): errno \(errno)")
 }
 
-@Suite("Hub client conventions: rules, checked against Python", .ownThreads)
+@Suite("Hub client conventions: rules, checked against Python", .ownThreads, .networkGuard)
 struct HubConventionRuleTests {
     static let env = ["HOME": "/h/user", "A": "/a", "B": "bee", "C": "$A", "E": ""]
 
@@ -362,7 +362,7 @@ struct HubConventionRuleTests {
     }
 }
 
-@Suite("Hub client conventions: transfers (fault-injecting HTTP server)", .ownThreads)
+@Suite("Hub client conventions: transfers (fault-injecting HTTP server)", .ownThreads, .networkGuard)
 struct HubConventionTransferTests {
     static let token = "hf_endpoint_Secret7"
 

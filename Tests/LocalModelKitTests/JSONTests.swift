@@ -1,8 +1,10 @@
 import Foundation
+import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
 /// The strict JSON reader and writer under the catalog loader.
+@Suite(.networkGuard)
 struct JSONTests {
     static func parse(_ text: String) throws(JSONParseError) -> JSONValue { try JSONParser().parse(text) }
 

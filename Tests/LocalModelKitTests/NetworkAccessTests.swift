@@ -38,7 +38,7 @@ private func download(_ engine: LocalModelEngine, _ id: String, _ policy: Transf
     }
 }
 
-@Suite("Credentials and offline mode (fault-injecting HTTP server)", .ownThreads)
+@Suite("Credentials and offline mode (fault-injecting HTTP server)", .ownThreads, .networkGuard)
 struct NetworkAccessTests {
     static let token = "hf_test_Secret123"
 
@@ -153,7 +153,7 @@ struct NetworkAccessTests {
     }
 }
 
-@Suite("Credential rules")
+@Suite("Credential rules", .networkGuard)
 struct CredentialRuleTests {
     @Test("the Hugging Face token's places, in the Hub client's order, cleaned as it cleans them")
     func tokenLookup() throws {

@@ -39,7 +39,7 @@ final class SessionRun: @unchecked Sendable {
     var finished: Result<TransferResult, TransferFault>? { lock.withLock { result } }
 }
 
-@Suite("A reader of the partial file, driven by the transfer", .ownThreads)
+@Suite("A reader of the partial file, driven by the transfer", .ownThreads, .networkGuard)
 struct PartialFileReaderTests {
     static let size = 600_000
 

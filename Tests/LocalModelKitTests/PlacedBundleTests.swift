@@ -7,7 +7,7 @@ import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
-@Suite("Placed voice bundles", .ownThreads)
+@Suite("Placed voice bundles", .ownThreads, .networkGuard)
 struct PlacedBundleTests {
     typealias S = StoreTestSupport
 

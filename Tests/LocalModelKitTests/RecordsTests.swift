@@ -6,7 +6,7 @@ import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
-@Suite("Records", .ownThreads)
+@Suite("Records", .ownThreads, .networkGuard)
 struct RecordsTests {
     typealias S = StoreTestSupport
 

@@ -8,7 +8,7 @@ import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
-@Suite("Resume through redirects (fault-injecting HTTP server)", .ownThreads)
+@Suite("Resume through redirects (fault-injecting HTTP server)", .ownThreads, .networkGuard)
 struct RedirectResumeTests {
     static let size = 600_000
 
@@ -134,7 +134,7 @@ struct RedirectResumeTests {
     }
 }
 
-@Suite("An expired or revoked Hugging Face login (fault-injecting HTTP server)", .ownThreads)
+@Suite("An expired or revoked Hugging Face login (fault-injecting HTTP server)", .ownThreads, .networkGuard)
 struct RefusedTokenTests {
     static let token = "hf_expired_Token42"
 

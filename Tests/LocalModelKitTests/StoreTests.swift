@@ -6,7 +6,7 @@ import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
-@Suite("Store", .ownThreads)
+@Suite("Store", .ownThreads, .networkGuard)
 struct StoreTests {
     typealias S = StoreTestSupport
 

@@ -203,7 +203,7 @@ func transferEventually(_ seconds: Double, _ condition: () throws -> Bool) async
 
 // MARK: - Tests
 
-@Suite("Transfer faults (fault-injecting HTTP server)", .ownThreads)
+@Suite("Transfer faults (fault-injecting HTTP server)", .ownThreads, .networkGuard)
 struct TransferFaultTests {
     static let size = 50_000
 

@@ -81,12 +81,15 @@ public final class Subprocess: @unchecked Sendable {
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
-        let env = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
+        // The network guard's proxy goes to every child (this process's environment has it).
+        let env = (environment.map(NetworkGuard.guarded) ?? ProcessInfo.processInfo.environment)
+            .map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { env.forEach { free($0) } }
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, executable, &actions, &attributes, argv, env)
         guard rc == 0 else { throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EIO) }
         processIdentifier = pid
+        NetworkGuard.started(pid: pid, command: [executable] + arguments)
         // As Foundation does: the child's ends of the pipes are closed here, so a reader of
         // the child's output sees EOF when the child ends, and the child sees EOF on stdin
         // when this side closes its end.
