@@ -164,7 +164,7 @@ extension CLIResult {
 /// known from its safetensors headers before a byte of its weights moves, against the
 /// project's Hub-shaped origin (the model-information API, LFS files through a redirect to
 /// a CDN, tokens, 404s), and offline from the Hugging Face cache.
-@Suite("add and remove: a Hub repository in the store's own catalog", .ownThreads)
+@Suite("add and remove: a Hub repository in the store's own catalog", .ownThreads, .networkGuard)
 struct HubAddTests {
     static let tinyCommit = "a1b2c3d4e5f60718293a4b5c6d7e8f9001122334"
     static let shardedCommit = "b1b2c3d4e5f60718293a4b5c6d7e8f9001122334"

@@ -2,6 +2,7 @@
 // safetensors header parser against hostile headers, config.json's KV-cache shape, the
 // file selection's globs, the id rule, Hub references, and the Hub's model information.
 import Foundation
+import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
@@ -21,7 +22,7 @@ private func headerProblem(_ json: String, data: Int64) -> String? {
     }
 }
 
-@Suite("add: the memory estimate")
+@Suite("add: the memory estimate", .networkGuard)
 struct MemoryEstimateTests {
     @Test("requiredMb = ceil((weights × 1.2 + KV) / 2^20) + 100, exactly", arguments: [
         // The CLI fixture: 3.5 MiB of weights, 1 MiB of KV: ceil(5.2) + 100.
@@ -83,7 +84,7 @@ struct MemoryEstimateTests {
     }
 }
 
-@Suite("add: the safetensors header, hostile ones included")
+@Suite("add: the safetensors header, hostile ones included", .networkGuard)
 struct SafetensorsHeaderTests {
     @Test("a valid header: every tensor, its bytes, the metadata; the weights are the data's bytes")
     func valid() throws {
@@ -148,7 +149,7 @@ struct SafetensorsHeaderTests {
     }
 }
 
-@Suite("add: which files are taken")
+@Suite("add: which files are taken", .networkGuard)
 struct HubFileSelectionTests {
     @Test("fnmatch, as the Hub client matches: * crosses '/', ?, sets, negated sets, an unclosed '[' as itself, a trailing '/' for a folder", arguments: [
         ("*.json", "config.json", true),
@@ -197,7 +198,7 @@ struct HubFileSelectionTests {
     }
 }
 
-@Suite("add: the id rule, references, and the Hub's model information")
+@Suite("add: the id rule, references, and the Hub's model information", .networkGuard)
 struct HubReferenceTests {
     @Test("the default id is hf-ORG-REPO, lowercased, anything outside [a-z0-9._-] as '-'", arguments: [
         ("mlx-community", "Qwen3-0.6B-4bit", "hf-mlx-community-qwen3-0.6b-4bit"),
@@ -269,7 +270,7 @@ struct HubReferenceTests {
     }
 }
 
-@Suite("add: the store's own catalog beside the catalog in use")
+@Suite("add: the store's own catalog beside the catalog in use", .networkGuard)
 struct UserCatalogTests {
     @Test("an added model joins the catalog after its models; one whose id the catalog in use has is not used (that catalog's is) and a warning says so")
     func joinsWithoutReplacing() throws {
