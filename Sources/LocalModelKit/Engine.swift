@@ -44,16 +44,20 @@ public enum StorageMargin {
 /// facades only choose a shared instance. Thread-safe.
 public final class LocalModelEngine: Sendable {
     public let layout: StoreLayout
-    /// The catalog in use: the one given, and, while it stands in for a newer catalog the
-    /// store has used (`storeCatalogVersionMissing`), the models installed from that newer
-    /// catalog that it does not list, described by their install records (P14: installed
-    /// models keep working). Those are known once the store is opened.
-    public var catalog: Catalog {
-        let kept = installedFromMissingCatalog.withLock { $0 }
-        return kept.isEmpty ? givenCatalog : givenCatalog.adding(kept)
-    }
+    /// The catalog in use: the one given; after its models, those a user added to this store
+    /// (`UserCatalog`: `origin == .user`; an id the given catalog has is never replaced by
+    /// one); and, while it stands in for a newer catalog the store has used
+    /// (`storeCatalogVersionMissing`), the models installed from that newer catalog that it
+    /// does not list, described by their install records (P14: installed models keep
+    /// working). Those are known once the store is opened.
+    public var catalog: Catalog { merged.withLock { $0 } }
     private let givenCatalog: Catalog
+    /// `catalog`, rebuilt whenever one of its parts changes (it is read far more often).
+    private let merged: Locked<Catalog>
     private let installedFromMissingCatalog = Locked<[CatalogModel]>([])
+    /// The store's own catalog as last read or written: its models, and why it could not be
+    /// used when it could not.
+    let userCatalog: Locked<(models: [CatalogModel], problem: String?)>
     public let probe: any DeviceProbe
     /// Share of physical memory a model may use (the memory class budget), 0.5 by default.
     public let memoryShare: Double
@@ -78,6 +82,9 @@ public final class LocalModelEngine: Sendable {
         self.localCopies = localCopies
         self.layout = layout
         self.givenCatalog = catalog
+        let user = UserCatalog.read(at: UserCatalog.path(in: layout))
+        self.userCatalog = Locked(user)
+        self.merged = Locked(user.models.isEmpty ? catalog : catalog.adding(user.models))
         self.probe = probe
         self.memoryShare = memoryShare
         self.catalogChosenByStore = catalogChosenByStore
@@ -121,8 +128,10 @@ public final class LocalModelEngine: Sendable {
         }
         recordedCatalogVersion.withLock { $0 = recorded }
         if catalog.catalogVersion < recorded {
-            let kept = (try? records.read { ctx in try Self.modelsInstalled(from: ctx, after: givenCatalog) }) ?? []
+            let known = catalog
+            let kept = (try? records.read { ctx in try Self.modelsInstalled(from: ctx, after: known) }) ?? []
             installedFromMissingCatalog.withLock { $0 = kept }
+            rebuildCatalog()
         }
         // Bookkeeping and repairs are writes: on a full disk they wait for the next open, so
         // that reading, deleting and gc still work and can make room.
@@ -170,6 +179,27 @@ public final class LocalModelEngine: Sendable {
         return out
     }
 
+    /// Rebuilds `catalog` from its parts: the given catalog, the user's models, the models
+    /// kept from a missing newer catalog.
+    func rebuildCatalog() {
+        let user = userCatalog.withLock { $0.models }
+        let kept = installedFromMissingCatalog.withLock { $0 }
+        let rebuilt = user.isEmpty && kept.isEmpty ? givenCatalog : givenCatalog.adding(user).adding(kept)
+        merged.withLock { $0 = rebuilt }
+    }
+
+    /// What to tell a person about the store's own catalog: that it could not be used (named
+    /// with its path), and each added model whose id the catalog in use also has (that
+    /// catalog's model is the one used). Empty when all is well.
+    public var userCatalogWarnings: [String] {
+        let (models, problem) = userCatalog.withLock { $0 }
+        var out = problem.map { [$0] } ?? []
+        for model in models where givenCatalog.model(id: model.id) != nil {
+            out.append("the model \(model.id) added to this store (\(UserCatalog.path(in: layout))) has the id of a model of the catalog in use, which is the one used; 'glasses-local remove \(model.id)' drops the added entry, or add it again under another --id")
+        }
+        return out
+    }
+
     /// The catalog's model `id`; one installed from a newer catalog than the one standing in
     /// is known once the store is open, so the store is opened (when it exists) to look.
     func knownModel(_ id: String) throws(LocalModelError) -> CatalogModel {
@@ -203,11 +233,14 @@ public final class LocalModelEngine: Sendable {
 
     private func snapshot() throws -> Snapshot {
         let version = catalog.catalogVersion
+        // A user's model is compared whatever the version recorded: `add --force` changes it.
+        let userIds = Set(catalog.models.lazy.filter { $0.origin == .user }.map(\.id))
         typealias Read = ([InstallRecord], [String: [FileRecord]], Set<String>, [(modelId: String, pid: Int32, bytes: Int64)])
         let (installs, files, held, reservations): Read = try existingRecords()?.read { ctx -> Read in
             let installs = try ctx.installs()
             var files: [String: [FileRecord]] = [:]
-            for install in installs where install.state == .installed && install.catalogVersion < version {
+            for install in installs where install.state == .installed
+                && (install.catalogVersion < version || userIds.contains(install.modelId)) {
                 files[install.modelId] = try ctx.files(install.modelId)
             }
             return (installs, files, try ctx.heldFiles(), try ctx.reservations())
@@ -237,7 +270,8 @@ public final class LocalModelEngine: Sendable {
             let installed = isInstalled(model, record: record)
             let own = snap.reservations.first { $0.modelId == model.id }?.bytes ?? 0
             let fit = storageFit(model, installed: installed, space: snap.space, reservedByOthers: max(0, reserved - own), held: snap.held)
-            // An install made from this catalog version has this catalog's files.
+            // An install made from this catalog version has this catalog's files (a user's
+            // model is compared whatever its version: see `snapshot`).
             let update = installed && snap.files[model.id].map { !model.matches(recorded: $0) } == true
             return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit,
                                updateAvailable: update)
@@ -259,7 +293,8 @@ public final class LocalModelEngine: Sendable {
             let reserved = try records?.read { try $0.reservedBytes(excluding: id) } ?? 0
             let fit = storageFit(model, installed: installed, space: try probe.space(at: layout.root), reservedByOthers: reserved)
             // An install made from this catalog version has this catalog's files.
-            let update = try installed && (record?.catalogVersion ?? 0) < catalog.catalogVersion
+            // A user's model changes with `add --force`, whatever the catalog's version.
+            let update = try installed && ((record?.catalogVersion ?? 0) < catalog.catalogVersion || model.origin == .user)
                 && !model.matches(recorded: records?.files(id) ?? [])
             return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit, updateAvailable: update)
         } catch {

@@ -75,6 +75,20 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case notRegularFile, empty, badPath, emptyFile
     /// `import`: some files were not found, or did not match; the rest were kept.
     case importIncomplete
+    /// `add`: none of the repository's files taken is a safetensors file (a GGUF-only
+    /// repository, say), so there is nothing this tool can install or estimate.
+    case noSafetensors
+    /// `add`: a safetensors header or a config.json of the repository cannot be read (over
+    /// 100 MB, not JSON, tensors that do not fit the file).
+    case invalidModelFile
+    /// `add`: the Hub's answer is not what its API gives (a malformed model information, a
+    /// range request answered with other bytes).
+    case invalidHubAnswer
+    /// `add`: the id belongs to the signed or built-in catalog, or was added before (and
+    /// `--force` was not given).
+    case idTaken
+    /// `remove`: the id is a model of the signed or built-in catalog, not one a user added.
+    case notUserModel
 
     /// The exit status the command ends with for this failure.
     public var exit: ExitStatus {
@@ -89,7 +103,8 @@ public enum ErrorCode: String, Sendable, CaseIterable {
         case .interrupted: return .interrupted
         case .authRequired, .tokenUnusable: return .authRequired
         case .noStore, .offline, .invalidSetting, .incompleteInstall, .httpStatus, .refused, .noSource, .notInstalled, .recordsDamaged, .readOnly, .records, .io,
-             .notRegularFile, .empty, .badPath, .emptyFile, .importIncomplete:
+             .notRegularFile, .empty, .badPath, .emptyFile, .importIncomplete, .noSafetensors, .invalidModelFile, .invalidHubAnswer,
+             .idTaken, .notUserModel:
             return .failure
         }
     }
@@ -159,6 +174,25 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     case transfer(TransferFault, modelId: String)
     /// `mirror DIR` would have written into the store, or through a link under `DIR`.
     case mirrorRefused(MirrorRefusal)
+    /// `add`: a value given (`what`: the reference, `--id`, `--name`, a glob) cannot be used.
+    case invalidAddRequest(what: String, problem: String)
+    /// `add`: the Hub has no repository `repository` (or no revision `revision` of it): it
+    /// answered 404 to `url`, with its `X-Error-Code` when it sent one.
+    case hubRepositoryNotFound(repository: String, revision: String, url: String, hubCode: String?)
+    /// `add`: the Hub's answer from `url` is not what its API gives (`problem` says how).
+    case hubAnswerInvalid(repository: String, url: String, problem: String)
+    /// `add`: no safetensors file among the files taken from `repository` at `revision`
+    /// (`taken`), with what was left out (`skipped`).
+    case noSafetensors(repository: String, revision: String, taken: [String], skipped: [String])
+    /// `add`: the file `file` of `repository` (a safetensors header, config.json) cannot be read.
+    case modelFileInvalid(repository: String, file: String, problem: String)
+    /// `add`: the id is taken (`by`: the signed catalog, the built-in one, an earlier `add`).
+    case idTaken(id: String, by: String)
+    /// `add` with the network off: the Hugging Face cache (`cache`) holds no complete
+    /// snapshot of `repository` at `revision` (`problem` says what is missing).
+    case hubOffline(repository: String, revision: String, by: String, cache: String?, problem: String)
+    /// `remove`: `id` is a model of the signed or built-in catalog, not a user entry.
+    case notUserModel(id: String)
 
     public var code: ErrorCode {
         switch self {
@@ -202,6 +236,14 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         case .transfer(.hubEndpoint, _): return .invalidSetting
         case .transfer: return .io
         case .mirrorRefused: return .refused
+        case .invalidAddRequest: return .usage
+        case .hubRepositoryNotFound: return .unknownModel
+        case .hubAnswerInvalid: return .invalidHubAnswer
+        case .noSafetensors: return .noSafetensors
+        case .modelFileInvalid: return .invalidModelFile
+        case .idTaken: return .idTaken
+        case .hubOffline: return .offline
+        case .notUserModel: return .notUserModel
         }
     }
 
@@ -228,6 +270,11 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             case .insideStore: return nil
             case let .reachesStore(id, _, _, _), let .link(id, _, _): return id
             }
+        case .invalidAddRequest: return nil
+        case .hubRepositoryNotFound(let repo, _, _, _), .hubAnswerInvalid(let repo, _, _), .noSafetensors(let repo, _, _, _),
+             .modelFileInvalid(let repo, _, _), .hubOffline(let repo, _, _, _, _):
+            return repo
+        case .idTaken(let id, _), .notUserModel(let id): return id
         }
     }
 
@@ -328,6 +375,25 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             return prefix + "\(fault.description). Check that libcurl is installed and working ('glasses-local doctor')."
         case .mirrorRefused(let refusal):
             return refusal.description
+        case let .invalidAddRequest(what, problem):
+            return "\(what): \(problem). Nothing was written."
+        case let .hubRepositoryNotFound(repo, revision, url, hubCode):
+            let what = hubCode == "RevisionNotFound" ? "has no revision '\(revision)' of the repository \(repo)"
+                : hubCode == "RepoNotFound" ? "has no repository \(repo)" : "has no repository \(repo) at revision '\(revision)'"
+            return "\(CatalogRules.host(of: url) ?? url) \(what) (HTTP 404 for \(url)). Check the spelling (ORG/REPO, case included) and the revision; a private repository also answers 404 without a token that may read it (set HF_TOKEN). Nothing was written."
+        case let .hubAnswerInvalid(repo, url, problem):
+            return "\(repo): the answer from \(url) cannot be used: \(problem). Nothing was written; check HF_ENDPOINT (a Hub mirror must answer as the Hub does)."
+        case let .noSafetensors(repo, revision, taken, skipped):
+            let skippedText = skipped.isEmpty ? "" : "; left out: \(skipped.prefix(8).joined(separator: ", "))\(skipped.count > 8 ? ", …" : "")"
+            return "\(repo)@\(revision.prefix(12)) has no safetensors weights among the files taken (\(taken.isEmpty ? "none" : taken.prefix(8).joined(separator: ", ")))\(skippedText). glasses-local adds models whose weights are safetensors (MLX and Transformers checkpoints); a GGUF-only repository is for llama.cpp or Ollama. Look for an MLX conversion of it (mlx-community/…), or name the files with --include if they have another name. Nothing was written."
+        case let .modelFileInvalid(repo, file, problem):
+            return "\(file) of \(repo) cannot be read: \(problem). The repository was not added and nothing was written; leave the file out with --exclude if it is not part of the model."
+        case let .idTaken(id, by):
+            return "the id '\(id)' is taken by \(by). Nothing was written; choose another with --id\(by.hasPrefix("a model you added") ? ", or replace it with --force" : "")."
+        case let .hubOffline(repo, revision, by, cache, problem):
+            return "offline (\(by)): \(repo)@\(revision) needs the Hub's model information, and the Hugging Face cache\(cache.map { " (\($0))" } ?? "") \(problem). Nothing was written. Run without \(by.hasPrefix("--") ? by : String(by.prefix { $0 != "=" }) + " set"), or fetch the repository into the cache first ('hf download \(repo)')."
+        case .notUserModel(let id):
+            return "\(id) is a model of the catalog, not one added with 'glasses-local add'; 'remove' only drops added models. Use 'glasses-local delete \(id)' to remove its files."
         }
     }
 

@@ -57,7 +57,8 @@ struct Command: Sendable {
 }
 
 /// Every command, in the order help lists them.
-let allCommands: [Command] = QueryCommands.commands + TransferCommands.commands + [PrefetchCommand.command, ImportCommand.command, MirrorCommand.command]
+let allCommands: [Command] = QueryCommands.commands + TransferCommands.commands
+    + [PrefetchCommand.command, ImportCommand.command, AddCommand.command, RemoveCommand.command, MirrorCommand.command]
     + VoiceCommands.commands + [Doctor.command] + CatalogCommands.commands + CatalogSigningCommands.commands + [CatalogUpdateCommand.command, Completions.command]
 
 /// Options that every command accepts, before or after the command name.
@@ -80,9 +81,13 @@ struct Invocation {
     var positional: [String] = []
     /// Option name → value ("" for flags). Last one wins.
     var options: [String: String] = [:]
+    /// Option name → every value given, in order (`add --include A --include B`).
+    var allValues: [String: [String]] = [:]
 
     func flag(_ name: String) -> Bool { options[name] != nil }
     func value(_ name: String) -> String? { options[name] }
+    /// Every value of an option that may be repeated, in the order given.
+    func values(_ name: String) -> [String] { allValues[name] ?? [] }
 }
 
 /// What the parser decided to do.
@@ -102,6 +107,7 @@ struct ArgumentParser {
     func parse(_ arguments: [String]) throws(CLIError) -> ParseResult {
         var words: [String] = []          // command words and positionals, in order
         var options: [String: String] = [:]
+        var allValues: [String: [String]] = [:]
         var wantsHelp = false
         var index = 0
         var onlyPositionals = false
@@ -139,6 +145,7 @@ struct ArgumentParser {
                     options[name] = arguments[index]
                     index += 1
                 }
+                allValues[name, default: []].append(options[name] ?? "")
             } else {
                 if inlineValue != nil { throw .usage("'\(name)' takes no value", of: commandGuess(words)) }
                 options[name] = ""
@@ -181,7 +188,7 @@ struct ArgumentParser {
         if positional.count > spec.positional.upperBound {
             throw .usage("unexpected argument '\(positional[spec.positional.upperBound])'", of: spec)
         }
-        return .run(Invocation(command: spec, run: command.run, positional: positional, options: options))
+        return .run(Invocation(command: spec, run: command.run, positional: positional, options: options, allValues: allValues))
     }
 
     /// A command group such as `catalog` (its commands are named `catalog validate`, …).

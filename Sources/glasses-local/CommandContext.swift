@@ -94,6 +94,10 @@ final class CommandContext {
         let engine: LocalModelEngine
         do { engine = try setup().makeEngine(catalog: try catalog()) } catch let error as CLIError { throw error } catch { throw CLIError.from(error) }
         cachedEngine = engine
+        // The store's own catalog of added models: a file that cannot be used is named, once.
+        if !console.quiet {
+            for warning in engine.userCatalogWarnings { console.err("warning: \(warning)") }
+        }
         // An existing store is opened now so that repairs of leftovers are reported;
         // a store never written is left untouched by read-only commands.
         if openExisting && FileIO.exists(engine.layout.recordsPath) { _ = try openStore() }

@@ -78,6 +78,7 @@ enum QueryCommands {
                 ("recordsDamaged", .bool(damage != nil)),
                 ("models", .array(statuses.map { s in
                     ["id": .string(s.model.id), "kind": .string(s.model.kind.rawValue), "displayName": .string(s.model.displayName),
+                     "origin": .string(s.model.origin.rawValue),
                      "requiredMb": JSONValue(s.model.requiredMb), "autoEligible": .bool(s.model.autoEligible),
                      "isInstalled": .bool(s.isInstalled), "state": .string(stateName(s, recordsDamaged: damage != nil)),
                      "updateAvailable": .bool(s.updateAvailable),
@@ -94,7 +95,8 @@ enum QueryCommands {
             var rows: [[String]] = [["ID", "KIND", "NAME", "MEMORY", "DOWNLOAD", "STATE", "STORAGE"]]
             for s in statuses {
                 let storage = s.isInstalled ? "-" : (s.fit.fits ? "fits (\(Format.mb(s.fit.requiredMb)))" : "needs \(Format.mb(s.fit.requiredMb))")
-                rows.append([s.model.id + (s.model.autoEligible ? " *" : ""), s.model.kind.rawValue, s.model.displayName,
+                rows.append([s.model.id + (s.model.autoEligible ? " *" : ""), s.model.kind.rawValue,
+                             s.model.displayName + (s.model.origin == .user ? " (added)" : ""),
                              Format.mb(s.model.requiredMb), Format.bytes(s.model.downloadBytes),
                              damage == nil ? stateText(s) : "unknown (records damaged)", storage])
             }
@@ -102,6 +104,9 @@ enum QueryCommands {
             context.console.say("Free space: \(Format.bytes(space.availableBytes)) (\(Format.mb(Int(space.availableBytes >> 20))))\n")
             context.console.say(Format.table(rows))
             context.console.say("\n* auto-eligible: 'glasses-local auto' may pick it. MEMORY is what the loaded model needs.")
+            if statuses.contains(where: { $0.model.origin == .user }) {
+                context.console.say("(added): added to this store with 'glasses-local add' (\(UserCatalog.path(in: engine.layout))); its MEMORY is the estimate made then.")
+            }
             if damage != nil {
                 context.console.say("STATE unknown: the install records cannot be read; STORAGE counts only the partial data on disk.")
             }
@@ -124,6 +129,7 @@ enum QueryCommands {
             context.console.printJSON([
                 "id": .string(m.id), "kind": .string(m.kind.rawValue), "displayName": .string(m.displayName),
                 "requiredMb": JSONValue(m.requiredMb), "autoEligible": .bool(m.autoEligible), "revision": JSONValue(m.revision),
+                "origin": .string(m.origin.rawValue),
                 "isInstalled": .bool(s.isInstalled), "state": JSONValue(record?.state.rawValue), "updateAvailable": .bool(s.updateAvailable),
                 "installPath": .string(record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind)),
                 "downloadBytes": .int(m.downloadBytes), "installedBytes": .int(m.installedBytes),
@@ -144,6 +150,7 @@ enum QueryCommands {
         let c = context.console
         c.say("\(m.id) — \(m.displayName)")
         c.say("  kind:           \(m.kind.rawValue)\(m.autoEligible ? " (auto-eligible)" : "")")
+        if m.origin == .user { c.say("  origin:         added to this store (\(UserCatalog.path(in: engine.layout))); 'glasses-local remove \(m.id)' drops it") }
         c.say("  memory needed:  \(Format.mb(m.requiredMb))")
         c.say("  download:       \(Format.bytes(m.downloadBytes)) (\(Format.grouped(Int(m.downloadBytes))) bytes)")
         c.say("  installed size: \(Format.bytes(m.installedBytes)), \(m.files.count) file\(m.files.count == 1 ? "" : "s")")

@@ -20,10 +20,14 @@ final class HubServer {
 
     func stop() { server.stop() }
 
-    /// Serves `folder` as the repository `repo` at `revision` (`main` names it too); files
-    /// of `lfsMin` bytes or more are LFS files, answered through the CDN.
-    func serve(repo: String, revision: String, folder: String, lfsMin: Int) throws {
-        try post("/_repo", ["repo": repo, "revision": revision, "folder": folder, "lfs_min": lfsMin])
+    /// Serves `folder` as the repository `repo` at `revision` (`main` names it too), beside
+    /// the repositories served before; files of `lfsMin` bytes or more are LFS files,
+    /// answered through the CDN. With `token`, a gated repository: its files and its model
+    /// information answer 401 without that token and 403 with another.
+    func serve(repo: String, revision: String, folder: String, lfsMin: Int, token: String? = nil) throws {
+        var spec: [String: Any] = ["repo": repo, "revision": revision, "folder": folder, "lfs_min": lfsMin]
+        if let token { spec["token"] = token }
+        try post("/_repo", spec)
     }
 
     /// Merges `settings` into the server's (token, too_many, renames, drop, hold, …); the

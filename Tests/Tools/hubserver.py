@@ -7,7 +7,7 @@ when stdin reaches EOF (the test process went away).
 
     hubserver.py [--repo ORG/NAME --revision <40 hex> --folder DIR [--lfs-min N]]
 
-The ORIGIN (huggingface.co) serves one repository from a local folder:
+The ORIGIN (huggingface.co) serves repositories, each from a local folder:
   `GET|HEAD /ORG/NAME/resolve/REV/PATH` (REV: the commit, or a branch name mapped to it)
   * an LFS file (size >= lfs_min, or listed in "lfs") answers `302` with a short text body
     (as the Hub does), `Location:` a signed URL on the CDN, `X-Linked-Etag: "<sha256>"`,
@@ -23,8 +23,17 @@ The ORIGIN (huggingface.co) serves one repository from a local folder:
     (`X-Error-Code: GatedRepo` when none was sent); with `public=1` a request without any
     `Authorization` is served, and only a wrong token gets the `401` (as the real Hub
     answers an expired login on a public model). The CDN never asks for a token.
+  * a gated repository (its own "token" in `/_repo`) answers a request without that
+    token `401` (`X-Error-Code: GatedRepo`), one with another token `403` (GatedRepo: an
+    account that has not accepted the terms), both for files and for the API.
   Unknown repository, revision or file: `404` with `X-Error-Code` (RepoNotFound,
   RevisionNotFound, EntryNotFound).
+  `GET /api/models/ORG/NAME/revision/REV[?blobs=true]` is the model-information API:
+  `{"id", "modelId", "sha": <commit>, "private", "gated", "siblings": [{"rfilename"}, ...]}`,
+  each sibling with `"blobId"` and `"size"`, and an LFS file with `"lfs": {"sha256", "size",
+  "pointerSize"}`, when `blobs=true` (as the Hub answers); the same 429, token and 404 rules.
+  `api_body` (in `/_config`) replaces its body by that text (a hostile answer);
+  `ignore_range=1` makes every answer ignore `Range` (the whole file, `200`).
 
 The CDN (cdn-lfs.hf.co, CloudFront) serves `/repos/<repo-hash>/<sha256>?Expires=<unix>&
 Signature=<hmac>&Key-Pair-Id=...`: a bad signature or a URL past its expiry gets `403` with
@@ -43,10 +52,11 @@ CDN faults (GET answers with a body, counted from the last `POST /_config`):
 Control endpoints (on either port; JSON bodies):
   `POST /_repo` {"repo": "org/name", "revision": "<40 hex>", "folder": "/abs/dir",
                  "lfs_min": N (default 10 MiB, the Hub's), "lfs": [paths],
-                 "branches": {"main": "<40 hex>"} (default: main -> revision)}
+                 "branches": {"main": "<40 hex>"} (default: main -> revision),
+                 "token": T (a gated repository)}  (adds or replaces that repository)
   `POST /_config` {"token", "public", "too_many", "retry_after", "renames": {"old/name": "org/name"},
                    "lifetime" (seconds, default 3600), "drop", "drop_times",
-                   "expire_after_drop", "hold", "hold_times", "rate"}
+                   "expire_after_drop", "hold", "hold_times", "rate", "api_body", "ignore_range"}
                    (merged into the settings; fault counters start again)
   `POST /_expire`  every signed URL issued so far is expired
   `POST /_clear`   forgets the log
@@ -64,8 +74,8 @@ from helperserver import STOP
 
 LOCK = threading.Lock()
 SECRET = os.urandom(32)       # the CDN's signing key, this process's only
-REPO = {}                     # "repo", "revision", "folder", "branches", "files": {path: info}
-BY_SHA = {}                   # sha256 -> absolute path, for the CDN
+REPOS = {}                    # "org/name" -> {"repo", "revision", "folder", "branches", "token", "files": {path: info}}
+BY_SHA = {}                   # sha256 -> (absolute path, info), for the CDN
 SETTINGS = {"lifetime": 3600, "retry_after": 1, "renames": {}}
 COUNTS = {"origin": 0, "cdn_bodies": 0}
 CLOCK = {"offset": 0.0}       # the CDN's clock: time.time() + offset
@@ -93,15 +103,13 @@ def load_repo(spec):
             lfs = len(data) >= lfs_min or rel in listed
             pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n" % (sha.encode(), len(data))
             files[rel] = {"full": full, "size": len(data), "sha256": sha, "lfs": lfs,
-                          "oid": git_blob_id(pointer if lfs else data),
+                          "oid": git_blob_id(pointer if lfs else data), "pointer_size": len(pointer),
                           "modified": formatdate(int(os.stat(full).st_mtime), usegmt=True)}
-            by_sha[sha] = full
+            by_sha[sha] = (full, files[rel])
     revision = spec["revision"]
     with LOCK:
-        REPO.clear()
-        REPO.update({"repo": spec["repo"], "revision": revision, "folder": folder, "files": files,
-                     "branches": dict(spec.get("branches") or {"main": revision})})
-        BY_SHA.clear()
+        REPOS[spec["repo"]] = {"repo": spec["repo"], "revision": revision, "folder": folder, "files": files,
+                               "branches": dict(spec.get("branches") or {"main": revision}), "token": spec.get("token")}
         BY_SHA.update(by_sha)
 
 
@@ -198,26 +206,23 @@ class Handler(helperserver.Handler):
         with LOCK:
             COUNTS["origin"] += 1
             n = COUNTS["origin"]
-            repo = dict(REPO)
         if n <= settings.get("too_many", 0):
             return self.answer(entry, 429, {"Retry-After": str(settings["retry_after"]), "Content-Type": "application/json"},
                                b'{"error":"You have exceeded our rate limit."}', head)
         parts = path.lstrip("/").split("/")
+        if len(parts) >= 6 and parts[0] == "api" and parts[1] == "models" and parts[4] == "revision":
+            return self.model_info(entry, settings, parts[2] + "/" + parts[3], "/".join(parts[5:]), head)
         if len(parts) < 5 or parts[2] != "resolve":
             return self.text(entry, 404, "Not Found", head, {"X-Error-Code": "EntryNotFound"})
         name, rev, rel = parts[0] + "/" + parts[1], parts[3], "/".join(parts[4:])
+        with LOCK:
+            repo = dict(REPOS.get(name) or {})
         if name in settings["renames"]:
             target = "/%s/resolve/%s/%s" % (settings["renames"][name], quote(rev), quote(rel))
             return self.text(entry, 307, "Temporary Redirect. Redirecting to " + target, head, {"Location": target})
-        token, sent = settings.get("token"), self.headers.get("Authorization")
-        if token and sent != "Bearer " + token and (sent is not None or not settings.get("public")):
-            headers = {"WWW-Authenticate": 'Bearer realm="huggingface"', "Content-Type": "application/json"}
-            if sent:
-                message = b"Invalid credentials in Authorization header"
-            else:
-                message, headers["X-Error-Code"] = b"Access to this repository is restricted.", "GatedRepo"
-            return self.answer(entry, 401, headers, b'{"error":"%s"}' % message, head)
-        if not repo or name != repo["repo"]:
+        if self.refuse_token(entry, settings, repo, head):
+            return
+        if not repo:
             return self.text(entry, 404, "Repository not found", head, {"X-Error-Code": "RepoNotFound"})
         commit = rev if rev == repo["revision"] else repo["branches"].get(rev)
         if commit != repo["revision"]:
@@ -237,6 +242,60 @@ class Handler(helperserver.Handler):
             return self.text(entry, 302, "Found. Redirecting to " + location, head, common)
         self.serve_bytes(entry, settings, info, common, head, faults=False)
 
+    def refuse_token(self, entry, settings, repo, head):
+        """Answers 401/403 (and returns True) when the request lacks the token it needs: the
+        server's (`token`, `public`) or the gated repository's own."""
+        token, sent = settings.get("token"), self.headers.get("Authorization")
+        headers = {"WWW-Authenticate": 'Bearer realm="huggingface"', "Content-Type": "application/json"}
+        if token and sent != "Bearer " + token and (sent is not None or not settings.get("public")):
+            if sent:
+                message = b"Invalid credentials in Authorization header"
+            else:
+                message, headers["X-Error-Code"] = b"Access to this repository is restricted.", "GatedRepo"
+            self.answer(entry, 401, headers, b'{"error":"%s"}' % message, head)
+            return True
+        gated = repo.get("token") if repo else None
+        if gated and sent != "Bearer " + gated:
+            headers["X-Error-Code"] = "GatedRepo"
+            if sent:
+                self.answer(entry, 403, headers, b'{"error":"Access to model %s is restricted and you are not in the authorized list."}'
+                            % repo["repo"].encode(), head)
+            else:
+                self.answer(entry, 401, headers, b'{"error":"Access to model %s is restricted. You must have access to it and be authenticated to access it."}'
+                            % repo["repo"].encode(), head)
+            return True
+        return False
+
+    def model_info(self, entry, settings, name, rev, head):
+        """`GET /api/models/ORG/NAME/revision/REV[?blobs=true]`, as the Hub answers it."""
+        with LOCK:
+            repo = dict(REPOS.get(name) or {})
+        if self.refuse_token(entry, settings, repo, head):
+            return
+        if not repo:
+            return self.answer(entry, 404, {"Content-Type": "application/json", "X-Error-Code": "RepoNotFound"},
+                               b'{"error":"Repository not found"}', head)
+        commit = rev if rev == repo["revision"] else repo["branches"].get(rev)
+        if commit != repo["revision"]:
+            return self.answer(entry, 404, {"Content-Type": "application/json", "X-Error-Code": "RevisionNotFound"},
+                               b'{"error":"Invalid rev id: %s"}' % rev.encode(), head)
+        if settings.get("api_body") is not None:
+            return self.answer(entry, 200, {"Content-Type": "application/json"}, settings["api_body"].encode(), head)
+        blobs = "blobs=true" in (entry["query"] or "").split("&")
+        siblings = []
+        for rel, info in sorted(repo["files"].items()):
+            sibling = {"rfilename": rel}
+            if blobs:
+                sibling.update({"blobId": info["oid"], "size": info["size"]})
+                if info["lfs"]:
+                    sibling["lfs"] = {"sha256": info["sha256"], "size": info["size"], "pointerSize": info["pointer_size"]}
+            siblings.append(sibling)
+        body = {"_id": hashlib.sha1(name.encode()).hexdigest()[:24], "id": name, "modelId": name, "author": name.split("/")[0],
+                "sha": commit, "private": False, "gated": "manual" if repo.get("token") else False, "disabled": False,
+                "tags": ["safetensors"], "siblings": siblings, "lastModified": "2026-11-30T00:00:00.000Z"}
+        self.answer(entry, 200, {"Content-Type": "application/json; charset=utf-8", "X-Repo-Commit": commit},
+                    json.dumps(body).encode(), head)
+
     # MARK: the CDN
 
     def cdn(self, entry, settings, path, query, head):
@@ -250,8 +309,7 @@ class Handler(helperserver.Handler):
         if cdn_now() > expires:
             return self.denied(entry, "Request has expired", head)
         with LOCK:
-            full = BY_SHA.get(sha)
-            info = next((f for f in REPO.get("files", {}).values() if f["sha256"] == sha), None)
+            full, info = BY_SHA.get(sha) or (None, None)
         if full is None or info is None:
             return self.text(entry, 404, "Not Found", head)
         headers = {"Content-Type": "application/octet-stream", "X-Cache": "Miss from cloudfront"}
@@ -270,7 +328,8 @@ class Handler(helperserver.Handler):
         headers = dict(headers, **{"ETag": etag, "Last-Modified": modified, "Accept-Ranges": "bytes"})
         rng, if_range = self.headers.get("Range"), self.headers.get("If-Range")
         start, end = 0, size - 1
-        partial = bool(rng) and rng.startswith("bytes=") and (if_range is None or if_range in (etag, modified))
+        partial = (bool(rng) and rng.startswith("bytes=") and (if_range is None or if_range in (etag, modified))
+                   and not settings.get("ignore_range"))
         if partial:
             first, _, last = rng.split("=", 1)[1].partition("-")
             start, end = int(first), min(int(last) if last else size - 1, size - 1)

@@ -96,6 +96,10 @@ public struct CatalogModel: Sendable, Hashable {
     /// The credential each source asks for (`"auth"` on a source); a source not listed
     /// needs none (netrc still applies to every request).
     public var sourceAuth: [ModelSource: SourceAuth] = [:]
+    /// Whether the model comes from the catalog in use or from the store's own catalog of
+    /// models a user added (`UserCatalog`). Not a catalog field: where the model was read
+    /// decides it.
+    public var origin: ModelOrigin = .catalog
 
     /// Bytes of the installed tree.
     public var installedBytes: Int64 { files.reduce(0) { $0 + $1.size } }

@@ -12,7 +12,7 @@ public struct CatalogLoader: Sendable {
     /// The newest catalog schema this build understands.
     public static let supportedSchemaVersion = 1
     /// Model ids that would collide with the store's own entries.
-    public static let reservedIds: Set<String> = ["voices", "records.sqlite3", "records.sqlite3-wal", "records.sqlite3-shm"]
+    public static let reservedIds: Set<String> = ["voices", "records.sqlite3", "records.sqlite3-wal", "records.sqlite3-shm", UserCatalog.fileName]
 
     public init() {}
 

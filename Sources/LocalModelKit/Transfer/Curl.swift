@@ -148,7 +148,10 @@ final class CurlEasy {
     /// Sets up the next transfer. Throws when libcurl refused an option the transfer needs.
     /// - Parameter netrcFile: the netrc file to take a login from for this request's host
     ///   (`CURLOPT_NETRC_FILE`, optional use), nil for none.
-    func configure(url: String, rangeFrom offset: Int64, headers: [String], policy: TransferPolicy,
+    /// - Parameter end: the last byte wanted (`Range: bytes=offset-end`, a bounded read such
+    ///   as a safetensors header); nil asks from `offset` to the end (a resume, or the whole
+    ///   file when `offset` is 0).
+    func configure(url: String, rangeFrom offset: Int64, to end: Int64? = nil, headers: [String], policy: TransferPolicy,
                    netrcFile: String?) throws(TransferFault) {
         set(CURLOPT_URL, string: url)
         // Only https (and http for loopback tests/mirrors).
@@ -184,7 +187,11 @@ final class CurlEasy {
         // 302 to its CDN), and the caller would start over from byte 0. Whether an answer
         // continues the partial is decided by the caller from the status and Content-Range
         // (`FileJob.endOfHeaders`), on whichever hop it arrives.
-        if offset > 0 { set(CURLOPT_RANGE, string: "\(offset)-") }
+        if let end {
+            set(CURLOPT_RANGE, string: "\(offset)-\(end)")
+        } else if offset > 0 {
+            set(CURLOPT_RANGE, string: "\(offset)-")
+        }
         var list: UnsafeMutablePointer<curl_slist>?
         for header in headers { list = glasses_curl_slist_append(list, header) }
         headerList = list

@@ -6,11 +6,11 @@ extension FileJob {
     func curlTick() -> Bool { !session.cancellation.isCancelled }
 
     func curlHeader(_ line: UnsafeRawBufferPointer) -> Bool {
-        let text = String(decoding: line, as: UTF8.self)
-        if text.hasPrefix("HTTP/") {
+        let name: String, value: String
+        switch HTTPHeader.Line(line) {
+        case .status(let code):
             // A new response (redirects and 1xx each start one).
-            let parts = text.split(separator: " ", maxSplits: 2)
-            status = parts.count > 1 ? ExternalNumber.decimal(parts[1]).flatMap { $0 <= 999 ? Int($0) : nil } ?? 0 : 0
+            status = code
             contentRange = nil
             contentLength = nil
             contentEncoding = nil
@@ -21,12 +21,10 @@ extension FileJob {
             lastModified = nil
             accepting = false
             return true
+        case .end: return endOfHeaders()
+        case .other: return true
+        case let .field(fieldName, fieldValue): (name, value) = (fieldName, fieldValue)
         }
-        let trimmed = text.trimmingWhitespace()
-        if trimmed.isEmpty { return endOfHeaders() }
-        guard let colon = trimmed.firstIndex(of: ":") else { return true }
-        let name = trimmed[..<colon].lowercased()
-        let value = trimmed[trimmed.index(after: colon)...].trimmingWhitespace()
         switch name {
         case "content-range": contentRange = HTTPHeader.contentRange(value)
         case "content-length": contentLength = ExternalNumber.decimal(value)
