@@ -6,6 +6,9 @@ import Testing
 import Glibc
 #endif
 
+/// dpkg-deb, which every Debian system has (the package `dpkg` is essential).
+private let dpkgDeb = ["/usr/bin/dpkg-deb", "/bin/dpkg-deb"].first { FileManager.default.isExecutableFile(atPath: $0) }
+
 /// The Debian package `Scripts/package` makes: what it holds, and the tool as installed from
 /// it into a scratch root with dpkg (`--root`), run, used for a download from a private nginx,
 /// then removed and purged, which must leave a user's store exactly as it was.
@@ -15,7 +18,8 @@ import Glibc
 /// binary must name the checkout's commit); otherwise `Scripts/package --binary` packages the
 /// binary this test run built (a debug build, its Swift runtime from the toolchain), once per
 /// run, into `.build/package-tests`.
-@Suite("The Debian package", .ownThreads)
+@Suite("The Debian package", .ownThreads,
+       .enabled(if: dpkgDeb != nil, "dpkg-deb is missing: not a Debian system, so there is nothing to build a package with"))
 struct PackageTests {
     struct Packages: Sendable {
         var deb: String
@@ -23,8 +27,6 @@ struct PackageTests {
         /// The shipping build's (from `Scripts/package --check`), not the test build's.
         var shipping: Bool
     }
-
-    static let dpkgDeb = ["/usr/bin/dpkg-deb", "/bin/dpkg-deb"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
     /// Built once per test process, whichever test asks first.
     static let built: Result<Packages, HarnessError> = {
@@ -38,18 +40,20 @@ struct PackageTests {
         }
         guard let binary = CLIBinary.path else { return .failure(HarnessError("glasses-local binary not found")) }
         let output = PackageRoot.path() + "/.build/package-tests"
-        guard let r = try? World.tool(PackageRoot.path() + "/Scripts/package", ["--binary", binary, "--output", output], timeout: 600),
-              r.status == 0 else {
-            return .failure(HarnessError("Scripts/package --binary failed"))
+        let r: CLIResult
+        do {
+            r = try World.tool(PackageRoot.path() + "/Scripts/package", ["--binary", binary, "--output", output], timeout: 600)
+        } catch {
+            return .failure(HarnessError("Scripts/package --binary did not run: \(error)"))
         }
+        guard r.status == 0 else { return .failure(HarnessError("Scripts/package --binary failed: \(r)")) }
         let paths = r.stdout.split(separator: "\n").map(String.init)
         guard paths.count == 2 else { return .failure(HarnessError("Scripts/package printed \(r.stdout)")) }
         return .success(Packages(deb: paths[0], dbgsym: paths[1], shipping: false))
     }()
 
     static func packages() throws -> Packages {
-        try #require(dpkgDeb != nil, "dpkg-deb is missing: this machine cannot build or read Debian packages")
-        return try built.get()
+        try built.get()
     }
 
     static func tool(_ name: String, _ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> CLIResult {
