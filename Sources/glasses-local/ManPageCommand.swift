@@ -28,7 +28,7 @@ enum ManPageCommand {
     /// that each name the sources read is here (`ManPageTests`).
     static let environment: [Variable] = [
         Variable(names: ["EXTENTOS_MODELS_DIR"], text: "The store folder, as --store (which wins). Default: $XDG_DATA_HOME/extentos/models when XDG_DATA_HOME is an absolute path, else ~/.local/share/extentos/models."),
-        Variable(names: ["XDG_DATA_HOME", "HOME"], text: "Where the default store lives (see EXTENTOS_MODELS_DIR). HOME is also the ~ of ~/.netrc and of the Hugging Face cache and token defaults; when it is unset or empty those come from the password database, and with neither HOME nor EXTENTOS_MODELS_DIR nor --store there is no store (code noStore)."),
+        Variable(names: ["XDG_DATA_HOME", "HOME"], text: "Where the default store lives (see EXTENTOS_MODELS_DIR). HOME is also the ~ of ~/.netrc and of the Hugging Face cache and token defaults. When HOME is unset or empty, this user's home in the password database is used; with no home at all and no store named, commands that need the store fail with code noStore."),
         Variable(names: ["EXTENTOS_CATALOG"], text: "A catalog file used instead of the store's signed catalog or the built-in one, as --catalog (which wins)."),
         Variable(names: ["EXTENTOS_CATALOG_URL"], text: "Where catalog update fetches the signed catalog (URL and URL.sig) when --from is not given; prefetch updates from it first when it is set (a failed update is a warning)."),
         Variable(names: ["EXTENTOS_CATALOG_KEYS"], text: "A folder whose *.pub files (Ed25519 public keys, PEM) are trusted to sign catalogs, besides the keys built in. A file that is not a regular file is skipped with a warning."),
@@ -60,8 +60,8 @@ enum ManPageCommand {
         ("STORE/.catalog/", "Signed catalogs the store accepted (VERSION.json and VERSION.json.sig), keys named by them (keys/NAME.pub), and stored catalogs set aside as damaged (damaged/)."),
         ("~/.netrc", "Logins for requests (see NETRC)."),
         ("~/.cache/huggingface/", "The Hugging Face cache and token file, read, never written (see HF_HOME)."),
-        ("/usr/lib/systemd/user/glasses-local-prefetch.service, glasses-local-prefetch.timer", "A nightly prefetch as a systemd user timer, disabled until a user enables it: systemctl --user enable --now glasses-local-prefetch.timer (and loginctl enable-linger so it runs while the user is logged out)."),
-        ("/proc/meminfo, /sys/fs/cgroup/memory.max, /sys/class/power_supply/, /proc/loadavg", "The memory, power and load readings behind auto, fit and prefetch."),
+        ("/usr/lib/systemd/user/glasses-local-prefetch.timer", "A nightly prefetch as a systemd user timer (it starts glasses-local-prefetch.service beside it), installed by the Debian package and disabled until a user enables it: systemctl --user enable --now glasses-local-prefetch.timer (and loginctl enable-linger so it runs while the user is logged out)."),
+        ("/proc/meminfo, /proc/loadavg, /sys/class/power_supply/", "The memory, load and power readings behind auto and prefetch (memory capped by the cgroup's memory.max)."),
     ]
 
     /// Examples for the EXAMPLES section: what it does, then the command line.
@@ -92,6 +92,9 @@ enum ManPageCommand {
         }
 
         lines.append(".TH GLASSES\\-LOCAL 1 \"\" \"glasses\\-local \(escape(version))\" \"User Commands\"")
+        // No hyphenation (paths and options break badly) and a ragged right margin.
+        lines.append(".nh")
+        lines.append(".ad l")
         lines.append(".SH NAME")
         text("glasses-local - manage the on-device models of the Extentos glasses SDK")
         lines.append(".SH SYNOPSIS")

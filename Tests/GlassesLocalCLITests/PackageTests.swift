@@ -15,7 +15,7 @@ private let dpkgDeb = ["/usr/bin/dpkg-deb", "/bin/dpkg-deb"].first { FileManager
 ///
 /// The packages: `$GLASSES_LOCAL_DEB` and `$GLASSES_LOCAL_DBGSYM_DEB` when set (`Scripts/package
 /// --check` sets them to the shipping build's packages: lintian has passed them, and the
-/// binary must name the checkout's commit); otherwise `Scripts/package --binary` packages the
+/// binary must name the commit it was built from, `$GLASSES_LOCAL_DEB_COMMIT`); otherwise `Scripts/package --binary` packages the
 /// binary this test run built (a debug build, its Swift runtime from the toolchain), once per
 /// run, into `.build/package-tests`.
 @Suite("The Debian package", .ownThreads,
@@ -24,8 +24,9 @@ struct PackageTests {
     struct Packages: Sendable {
         var deb: String
         var dbgsym: String
-        /// The shipping build's (from `Scripts/package --check`), not the test build's.
-        var shipping: Bool
+        /// The commit the shipping build embedded (`git describe` when it was built); nil for
+        /// the test build's package, which names none.
+        var commit: String?
     }
 
     /// Built once per test process, whichever test asks first.
@@ -36,7 +37,10 @@ struct PackageTests {
                   FileManager.default.fileExists(atPath: dbgsym) else {
                 return .failure(HarnessError("GLASSES_LOCAL_DEB=\(deb) needs GLASSES_LOCAL_DBGSYM_DEB, and both files"))
             }
-            return .success(Packages(deb: deb, dbgsym: dbgsym, shipping: true))
+            guard let commit = env["GLASSES_LOCAL_DEB_COMMIT"], !commit.isEmpty else {
+                return .failure(HarnessError("GLASSES_LOCAL_DEB=\(deb) needs GLASSES_LOCAL_DEB_COMMIT, the commit it was built from"))
+            }
+            return .success(Packages(deb: deb, dbgsym: dbgsym, commit: commit))
         }
         guard let binary = CLIBinary.path else { return .failure(HarnessError("glasses-local binary not found")) }
         let output = PackageRoot.path() + "/.build/package-tests"
@@ -49,7 +53,7 @@ struct PackageTests {
         guard r.status == 0 else { return .failure(HarnessError("Scripts/package --binary failed: \(r)")) }
         let paths = r.stdout.split(separator: "\n").map(String.init)
         guard paths.count == 2 else { return .failure(HarnessError("Scripts/package printed \(r.stdout)")) }
-        return .success(Packages(deb: paths[0], dbgsym: paths[1], shipping: false))
+        return .success(Packages(deb: paths[0], dbgsym: paths[1], commit: nil))
     }()
 
     static func packages() throws -> Packages {
@@ -212,13 +216,8 @@ struct PackageTests {
         #expect(version.status == 0 && version.stdoutLines.count == 3, "\(version)")
         let upstream = try Self.field(p.deb, "Version").split(separator: "-").dropLast().joined(separator: "-")
         #expect(version.stdoutLines.first == "glasses-local \(upstream)", "\(version)")
-        if p.shipping {
-            // Scripts/ship embedded the commit this checkout is at.
-            let describe = try Self.tool("git", ["-C", PackageRoot.path(), "describe", "--always", "--dirty", "--abbrev=12"])
-            #expect(version.stdoutLines.dropFirst().first == "commit " + describe.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "\(version)")
-        } else {
-            #expect(version.stdoutLines.dropFirst().first == "commit unknown", "\(version)")
-        }
+        // Scripts/ship embedded the commit it built (the test build names none).
+        #expect(version.stdoutLines.dropFirst().first == "commit " + (p.commit ?? "unknown"), "\(version)")
         let list = try run(["list"])
         #expect(list.status == 0 && list.stdout.contains("local-qwen3-1.7b") && list.stdout.contains("kokoro-en-v0_19"), "\(list)")
 
