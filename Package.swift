@@ -2,6 +2,15 @@
 // GlassesLocal — the on-device model manager of the Extentos smart-glasses SDK.
 import PackageDescription
 
+// The commit `glasses-local --version` names. Scripts/ship sets GLASSES_LOCAL_COMMIT (from
+// `git describe`) for the shipping build; it becomes a C string in CBuildInfo alone, so only
+// that file is recompiled when it changes. Any other build says "unknown". Only
+// [0-9A-Za-z._+-] is taken (at most 64 characters): nothing else can reach the C source.
+let buildCommit: String? = Context.environment["GLASSES_LOCAL_COMMIT"].flatMap { value in
+    let allowed = Set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ._+-")
+    return !value.isEmpty && value.count <= 64 && value.allSatisfy(allowed.contains) ? value : nil
+}
+
 let package = Package(
     name: "GlassesLocal",
     products: [
@@ -38,8 +47,9 @@ let package = Package(
         // Public facades.
         .target(name: "GlassesLocal", dependencies: ["LocalModelKit", "GlassesCore"]),
         .target(name: "GlassesLocalVoice", dependencies: ["GlassesLocal", "LocalModelKit"]),
-        // The command-line tool.
-        .executableTarget(name: "glasses-local", dependencies: ["LocalModelKit"]),
+        // The command-line tool, and the build's commit for its --version (see buildCommit).
+        .target(name: "CBuildInfo", cSettings: buildCommit.map { [.define("GLASSES_LOCAL_COMMIT", to: "\"\($0)\"")] } ?? []),
+        .executableTarget(name: "glasses-local", dependencies: ["LocalModelKit", "CBuildInfo"]),
 
         // Benchmark driver for Scripts/bench (not a product).
         .executableTarget(name: "glasses-local-bench", dependencies: ["LocalModelKit", "GlassesCore", "GlassesLocal"]),

@@ -4,6 +4,7 @@
 /// was created with, whether each local tier is available to it, and the local tier's
 /// answer to "which model serves the next request".
 public protocol ExtentosGlasses: AnyObject, Sendable {
+    /// The configuration this instance was created with.
     var config: ExtentosConfig { get }
     /// The declared capability footprint (from the configuration).
     var usedCapabilities: [DeclaredCapability] { get }

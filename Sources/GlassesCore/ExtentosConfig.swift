@@ -1,11 +1,13 @@
 /// A capability the app declares it uses. On iOS the declared footprint picks the
 /// transport; here it is carried for the SDK and reported back by the handle.
 public enum DeclaredCapability: String, Sendable, CaseIterable {
+    /// The glasses' microphone, speaker, camera and display.
     case microphone, speaker, camera, display
 }
 
 /// How the SDK reaches the glasses. `.auto` walks the SDK's documented transport rules.
 public enum ExtentosTransport: String, Sendable, CaseIterable {
+    /// The SDK's rules choose; or Meta's glasses, the system's audio route, or the browser simulator.
     case auto, realMeta, systemAudio, browserSim
 }
 
@@ -18,6 +20,7 @@ public enum ExtentosTransport: String, Sendable, CaseIterable {
 public struct ExtentosConfig: Sendable, Equatable {
     /// The app's identifier (its bundle id); nil in development.
     public var appId: String?
+    /// How the SDK reaches the glasses (default `.auto`).
     public var transport: ExtentosTransport
     /// The declared capability footprint. Empty by default, as in the iOS SDK: a voice-only
     /// app must declare `[.microphone, .speaker]`.
@@ -29,6 +32,7 @@ public struct ExtentosConfig: Sendable, Equatable {
     /// every instance, without a code change.
     public var strictRegistrationOrder: Bool
 
+    /// A configuration; every field defaults as in the iOS SDK.
     public init(appId: String? = nil, transport: ExtentosTransport = .auto, usedCapabilities: [DeclaredCapability] = [],
                 debug: Bool = false, strictRegistrationOrder: Bool = false) {
         self.appId = appId

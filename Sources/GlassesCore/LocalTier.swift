@@ -57,6 +57,7 @@ public struct AutoChoice: Sendable, Equatable {
         /// Free storage for the store, in MB (rounded down), less than `requiredMb`.
         public let availableMb: Int
 
+        /// A shortfall of `requiredMb` against `availableMb` for `modelId`.
         public init(modelId: String, requiredMb: Int, availableMb: Int) {
             self.modelId = modelId
             self.requiredMb = requiredMb
@@ -66,6 +67,7 @@ public struct AutoChoice: Sendable, Equatable {
 
     /// The local model to run now; nil when the cloud serves.
     public let modelId: String?
+    /// Whether a local model serves (``modelId`` is set).
     public let isLocal: Bool
     /// Why the cloud serves (one of the upstream SDK's four reasons); nil when local.
     public let cloudReason: CloudFallbackReason?
@@ -80,6 +82,7 @@ public struct AutoChoice: Sendable, Equatable {
     /// or local model. Nil when the download fits, or nothing needs downloading.
     public let storageShortfall: StorageShortfall?
 
+    /// An answer with upstream's three fields (no finer detail).
     public init(modelId: String?, cloudReason: CloudFallbackReason?, downloadTarget: String?) {
         self.init(modelId: modelId, cloudReason: cloudReason, downloadTarget: downloadTarget, cloudDetail: nil, storageShortfall: nil)
     }
@@ -129,9 +132,12 @@ public enum LocalTierKind: String, Sendable, CaseIterable {
 
 /// Whether an SDK instance can use a local tier.
 public enum LocalTierStatus: Sendable, Equatable, CustomStringConvertible {
+    /// The instance uses the tier.
     case available
+    /// The instance serves from the cloud, for this reason.
     case unavailable(Unavailable)
 
+    /// Why an instance cannot use a local tier.
     public enum Unavailable: Sendable, Equatable {
         /// `register()` has not run in this process.
         case notRegistered
@@ -141,8 +147,10 @@ public enum LocalTierStatus: Sendable, Equatable, CustomStringConvertible {
         case registeredAfterCreate(registerSite: String)
     }
 
+    /// Whether the tier is available.
     public var isAvailable: Bool { self == .available }
 
+    /// "available", or "unavailable: " and why.
     public var description: String {
         switch self {
         case .available: return "available"
@@ -167,12 +175,15 @@ public protocol LocalVoiceTier: Sendable {
 
 /// Something the SDK noticed about how the app uses it, readable at `Extentos.diagnostics`.
 public struct ExtentosDiagnostic: Sendable, Equatable, CustomStringConvertible {
+    /// What kind of problem it is.
     public enum Code: String, Sendable {
         /// A local tier's `register()` ran after `Extentos.create(...)`.
         case registeredAfterCreate
     }
 
+    /// What kind of problem it is.
     public let code: Code
+    /// The tier it is about.
     public let tier: LocalTierKind
     /// `#fileID:#line` of the first `Extentos.create(...)` that ran without the tier.
     public let createSite: String
@@ -184,5 +195,6 @@ public struct ExtentosDiagnostic: Sendable, Equatable, CustomStringConvertible {
     /// The full text: what happened, what it means, how to fix it.
     public let message: String
 
+    /// The ``message``.
     public var description: String { message }
 }

@@ -199,6 +199,7 @@ public enum LocalTierRegistry {
         TierRegistry.shared.register(voice: tier, site: site)
     }
 
+    /// Whether that tier's `register()` has run in this process.
     public static func isRegistered(_ kind: LocalTierKind) -> Bool {
         TierRegistry.shared.isRegistered(kind)
     }

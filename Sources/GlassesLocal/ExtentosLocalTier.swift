@@ -21,10 +21,14 @@ import LocalModelKit
 public enum ExtentosLocalTier {
     /// One model of the catalog as the app sees it.
     public struct LocalModelInfo: Sendable, Equatable {
+        /// What the model is for.
         public enum Kind: String, Sendable {
+            /// A language model of the ladder, or the on-device voice.
             case llm, voice
         }
+        /// The catalog id (`local-qwen3-1.7b`).
         public let id: String
+        /// The name to show people.
         public let displayName: String
         /// Memory the loaded model needs, in MB.
         public let requiredMb: Int
@@ -32,6 +36,7 @@ public enum ExtentosLocalTier {
         public let isInstalled: Bool
         /// Whether ``autoChoice()`` may pick it.
         public let autoEligible: Bool
+        /// An LLM or the voice.
         public let kind: Kind
         /// Bytes fetched by a full download (the archive's size for archive sources).
         public let downloadBytes: Int64
@@ -50,11 +55,13 @@ public enum ExtentosLocalTier {
 
     /// Whether installing a model fits this device's storage.
     public struct DeviceFit: Sendable, Equatable {
+        /// The model asked about.
         public let modelId: String
         /// Storage installing it still needs, in MB (0 when installed).
         public let requiredMb: Int
         /// Free space on the store's filesystem for this user, minus other downloads' reservations.
         public let availableMb: Int
+        /// Whether `requiredMb` is within `availableMb` (false for an unknown id).
         public var fits: Bool
     }
 
@@ -63,7 +70,7 @@ public enum ExtentosLocalTier {
     /// It keeps upstream's one case, so an app's exhaustive `switch` compiles. Every other
     /// failure (storage, integrity, network, a busy model, a store that cannot be opened)
     /// is thrown as this package's own typed error, ``EngineError`` (`LocalModelError`):
-    /// a case per failure with its stable ``EngineError/code`` and exit status, and a
+    /// a case per failure with its stable ``/LocalModelKit/LocalModelError/code`` and exit status, and a
     /// description that says what to do.
     ///
     /// ```swift
@@ -78,8 +85,10 @@ public enum ExtentosLocalTier {
     /// }
     /// ```
     public enum LocalTierError: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The catalog has no model with this id.
         case unknownModel(String)
 
+        /// What went wrong and what to do.
         public var description: String {
             switch self {
             case .unknownModel(let id): return LocalModelError.unknownModel(id).description
@@ -183,9 +192,9 @@ public enum ExtentosLocalTier {
         }
     }
 
-    /// Which ladder model to run now, or why the cloud must serve: ``AutoChoice/cloudReason``
-    /// is one of upstream's four reasons; ``AutoChoice/cloudDetail`` and
-    /// ``AutoChoice/storageShortfall`` say more where this package knows more (no download
+    /// Which ladder model to run now, or why the cloud must serve: ``/GlassesCore/AutoChoice/cloudReason``
+    /// is one of upstream's four reasons; ``/GlassesCore/AutoChoice/cloudDetail`` and
+    /// ``/GlassesCore/AutoChoice/storageShortfall`` say more where this package knows more (no download
     /// fits the free storage: `weightsNotPresent` with the detail `insufficientStorage` and
     /// the class model's fit). When the store cannot be read: cloud, `noEligibleRungs`, and
     /// ``storeProblem`` says why.

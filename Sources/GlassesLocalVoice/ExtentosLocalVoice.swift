@@ -59,6 +59,7 @@ public enum KokoroVoiceModel {
         /// discarded.
         case integrityMismatch(path: String)
 
+        /// What went wrong and what to do.
         public var description: String {
             switch self {
             case .documentsUnavailable:

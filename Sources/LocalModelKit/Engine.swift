@@ -2,11 +2,13 @@ import FoundationEssentials
 
 /// What the engine reports about one catalog model.
 public struct ModelStatus: Sendable, Equatable {
+    /// The catalog's entry.
     public var model: CatalogModel
     /// Every file verified and the install committed (records + a `stat` of the folder).
     public var isInstalled: Bool
     /// A download was started and not finished.
     public var isPartial: Bool
+    /// Whether installing it (the rest of it) fits the store's free space.
     public var fit: StorageFit
     /// Installed, but the catalog now lists other files (or other bytes) for it: the
     /// installed version keeps working, with its recorded hashes, until `download`
@@ -16,6 +18,7 @@ public struct ModelStatus: Sendable, Equatable {
 
 /// Whether a model's install fits the store's filesystem.
 public struct StorageFit: Sendable, Equatable {
+    /// The model asked about.
     public var modelId: String
     /// What installing still needs: bytes not yet downloaded + unpack room + margin.
     public var requiredBytes: Int64
@@ -25,6 +28,7 @@ public struct StorageFit: Sendable, Equatable {
     /// Bytes of this model already on disk (partial data, or everything when installed).
     public var presentBytes: Int64
 
+    /// Whether the required bytes are within the available ones.
     public var fits: Bool { requiredBytes <= availableBytes }
     /// Rounded up: never promise less than is needed.
     public var requiredMb: Int { Int((requiredBytes + (1 << 20) - 1) >> 20) }
@@ -35,6 +39,7 @@ public struct StorageFit: Sendable, Equatable {
 /// The safety margin added to every storage requirement: 32 MiB plus 1% of the model,
 /// so a "fits" answer survives logs, the records database and filesystem overhead.
 public enum StorageMargin {
+    /// The margin for a model of `installed` bytes.
     public static func bytes(forInstalledBytes installed: Int64) -> Int64 {
         (32 << 20) + installed / 100
     }
@@ -43,6 +48,7 @@ public enum StorageMargin {
 /// The model manager for one store and one catalog. All logic lives here; the public
 /// facades only choose a shared instance. Thread-safe.
 public final class LocalModelEngine: Sendable {
+    /// The store this engine manages.
     public let layout: StoreLayout
     /// The catalog in use: the one given; after its models, those a user added to this store
     /// (`UserCatalog`: `origin == .user`; an id the given catalog has is never replaced by
@@ -58,6 +64,7 @@ public final class LocalModelEngine: Sendable {
     /// The store's own catalog as last read or written: its models, and why it could not be
     /// used when it could not.
     let userCatalog: Locked<(models: [CatalogModel], problem: String?)>
+    /// Where memory and free space are read (the device, or a test's stand-in).
     public let probe: any DeviceProbe
     /// Share of physical memory a model may use (the memory class budget), 0.5 by default.
     public let memoryShare: Double
@@ -77,6 +84,9 @@ public final class LocalModelEngine: Sendable {
     /// not to match, so an unchanged one is not hashed again by every query.
     private let rejectedPlacements = Locked<[String: String]>([:])
 
+    /// An engine over one store and one catalog. Nothing is opened or read until the first
+    /// call that needs the store; ``EngineSetup/makeEngine(catalog:)`` builds one from the
+    /// environment, as the command and the facades do.
     public init(layout: StoreLayout, catalog: Catalog, probe: any DeviceProbe, memoryShare: Double = 0.5,
                 catalogChosenByStore: Bool = false, localCopies: LocalCopySettings = LocalCopySettings()) {
         self.localCopies = localCopies

@@ -27,6 +27,14 @@ public struct EngineSetup: Sendable {
     /// `catalogKeys`, else the shipped keys and those of `EXTENTOS_CATALOG_KEYS`.
     public var trustedKeys: [(name: String, pem: String)] { catalogKeys ?? TrustedCatalogKeys.all(environment: environment) }
 
+    /// A setup; every argument left out is the environment's choice.
+    /// - Parameters:
+    ///   - environment: the process environment (tests give their own).
+    ///   - storeDirectory: the store folder; nil for ``StoreLayout/defaultRoot(environment:)``.
+    ///   - catalogFile: a catalog file or signed catalog URL; nil for `$EXTENTOS_CATALOG`,
+    ///     else the store's signed catalog or the built-in one.
+    ///   - memoryShare: share of physical memory a model may use.
+    ///   - probe: a stand-in for the device; nil for the system's.
     public init(environment: [String: String] = ProcessInfo.processInfo.environment, storeDirectory: String? = nil,
                 catalogFile: String? = nil, memoryShare: Double = 0.5, probe: (any DeviceProbe)? = nil) {
         self.environment = environment
@@ -130,11 +138,13 @@ public struct EngineSetup: Sendable {
 extension LocalModelEngine {
     /// A storage fit in whole MiB, as the SDK's `DeviceFit` carries it.
     public struct FitAnswer: Sendable, Equatable {
+        /// The model asked about.
         public var modelId: String
         /// Rounded up: never promise less than is needed.
         public var requiredMb: Int
         /// Rounded down: never promise more than there is.
         public var availableMb: Int
+        /// Whether it fits (false for an id the catalog does not have).
         public var fits: Bool
     }
 

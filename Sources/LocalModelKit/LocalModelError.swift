@@ -3,16 +3,29 @@
 /// BSD `EX_TEMPFAIL` a scheduler retries on), 77 credentials needed or refused (the BSD
 /// `EX_NOPERM`), 130 interrupted (128 + SIGINT).
 public enum ExitStatus: Int32, Sendable, CaseIterable {
+    /// 0: the command did what was asked (or found nothing to do).
     case ok = 0
+    /// 1: a failure with no status of its own (a network answer, the records, the disk).
     case failure = 1
+    /// 2: the command line itself is wrong; nothing was done.
     case usage = 2
+    /// 3: the model does not fit the store's free space, or the disk filled up mid-way.
     case doesNotFit = 3
+    /// 4: bytes did not match the catalog (SHA-256 or size), an archive was unsafe, or a
+    /// catalog's signature did not verify.
     case integrity = 4
+    /// 5: the catalog has no model with that id.
     case unknownModel = 5
+    /// 6: the catalog is invalid, expired, a rollback, or unavailable.
     case invalidCatalog = 6
+    /// 7: another process is installing or changing the model.
     case busy = 7
+    /// 75 (`EX_TEMPFAIL`): the network or server failed for longer than the retry budget;
+    /// a scheduler retries later.
     case temporary = 75
+    /// 77 (`EX_NOPERM`): a source wants a credential, or refused the one sent.
     case authRequired = 77
+    /// 130 (128 + SIGINT): interrupted; partial data is kept for a resume.
     case interrupted = 130
 
     /// What the status means, for help texts.
@@ -37,7 +50,15 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
 /// The command line's exit status, its `--json` error `code`, and the facades' errors all
 /// read this; the raw values never change once shipped.
 public enum ErrorCode: String, Sendable, CaseIterable {
-    case unknownModel, invalidCatalog, catalogRollback, busy
+    /// The catalog has no model with this id.
+    case unknownModel
+    /// The catalog failed validation (every problem is listed with its JSON path), or a
+    /// remote catalog was larger than its cap.
+    case invalidCatalog
+    /// The catalog is older than one this store has already accepted.
+    case catalogRollback
+    /// Another process (or task) holds the model's lock: it is being installed or changed.
+    case busy
     /// The catalog's `expiresAt` has passed.
     case catalogExpired
     /// The store has used a newer catalog than any trusted copy left (one was damaged and
@@ -50,8 +71,28 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     /// Storage: the check before any byte moved, or a disk that filled up mid-way
     /// (a download's bytes, or the records database).
     case insufficientStorage, diskFull
-    case integrityMismatch, sizeMismatch, unsafeArchive, incompleteInstall
-    case temporary, httpStatus, refused, noSource, interrupted, notInstalled
+    /// A file's bytes did not match the catalog's SHA-256; they were discarded.
+    case integrityMismatch
+    /// A server sent more bytes than, or other bytes than, the catalog declares.
+    case sizeMismatch
+    /// An archive failed the unpacking checks (a link, a path that climbs out, a size over
+    /// the catalog's); nothing was installed.
+    case unsafeArchive
+    /// A verified tree lacks a catalog file (or has it with another size); not installed.
+    case incompleteInstall
+    /// Network or server trouble outlasted the retry budget; partial data is kept.
+    case temporary
+    /// A final HTTP answer (404, 410, a 403 from a CDN, …): not retried.
+    case httpStatus
+    /// A transfer or a write that breaks a rule: a redirect to plain http, TLS verification
+    /// failing, a URL with a login, a `mirror` folder inside the store.
+    case refused
+    /// The catalog has no source this build can use for the model.
+    case noSource
+    /// Cancelled (a task's cancellation, SIGINT, SIGTERM, SIGHUP); partial data is kept.
+    case interrupted
+    /// The model is not installed (`verify` of a model never downloaded).
+    case notInstalled
     /// A source answered 401 or 403 to a request that carried no credential, or refused the
     /// one it carried (the message names the variable or file to set).
     case authRequired
@@ -67,6 +108,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
     case invalidSetting
     /// The records database is damaged, read-only for this user, newer, or otherwise unusable.
     case recordsDamaged, readOnly, records
+    /// A system call failed (the message names the file and the call).
     case io
     /// The command line itself: an unknown command or option, a missing or bad value.
     case usage
@@ -117,6 +159,7 @@ public enum ErrorCode: String, Sendable, CaseIterable {
 /// wraps the typed cause where there is one (never flattened to a string), says what to
 /// do next, and carries its `code`. Nothing is left half-installed whichever case it is.
 public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The catalog has no model with this id.
     case unknownModel(String)
     /// Nothing names a store folder.
     case noStoreFolder
@@ -194,6 +237,9 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     /// `remove`: `id` is a model of the signed or built-in catalog, not a user entry.
     case notUserModel(id: String)
 
+    /// The stable code of this failure: the command's `--json` error `code`, and through
+    /// ``ErrorCode/exit`` its exit status. Switch over it rather than over the cases when
+    /// only the kind of failure matters.
     public var code: ErrorCode {
         switch self {
         case .unknownModel: return .unknownModel
@@ -298,6 +344,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         }
     }
 
+    /// One message for people: what failed (the model, the file, the URL) and what to do
+    /// next. Never a credential.
     public var description: String {
         switch self {
         case .unknownModel(let id):

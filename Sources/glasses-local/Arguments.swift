@@ -59,7 +59,8 @@ struct Command: Sendable {
 /// Every command, in the order help lists them.
 let allCommands: [Command] = QueryCommands.commands + TransferCommands.commands
     + [PrefetchCommand.command, ImportCommand.command, AddCommand.command, RemoveCommand.command, MirrorCommand.command]
-    + VoiceCommands.commands + [Doctor.command] + CatalogCommands.commands + CatalogSigningCommands.commands + [CatalogUpdateCommand.command, Completions.command]
+    + VoiceCommands.commands + [Doctor.command] + CatalogCommands.commands + CatalogSigningCommands.commands
+    + [CatalogUpdateCommand.command, Completions.command, ManPageCommand.command]
 
 /// Options that every command accepts, before or after the command name.
 let globalOptions: [OptionSpec] = [

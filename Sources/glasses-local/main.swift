@@ -5,6 +5,7 @@ import Glibc
 import Darwin
 #endif
 import LocalModelKit
+internal import CBuildInfo
 
 /// Help text in swift-argument-parser's layout.
 enum Help {
@@ -112,7 +113,16 @@ func runMain() -> Int32 {
     }
     switch parsed {
     case .version:
-        console.out("glasses-local \(version)")
+        // The version, the commit and the catalog built in: what a bug report needs. The commit
+        // is embedded by Scripts/ship (`git describe --always --dirty`; Package.swift,
+        // CBuildInfo); other builds say "unknown".
+        let buildCommit = String(cString: glasses_local_build_commit())
+        let catalogVersion = BundledCatalog.catalog.catalogVersion
+        if console.json {
+            console.printJSON(["version": .string(version), "commit": .string(buildCommit), "catalogVersion": .int(Int64(catalogVersion))])
+        } else {
+            console.out("glasses-local \(version)\ncommit \(buildCommit)\nbuilt-in catalog version \(catalogVersion)")
+        }
         return 0
     case .help(let spec):
         console.out(spec.map(Help.command) ?? Help.root())

@@ -141,18 +141,27 @@ struct UsageAndHelpTests {
         #expect(r.stdout.contains("validate") && r.stdout.contains("hash"), "\(r)")
     }
 
-    @Test("--version prints the name and a version number")
+    @Test("--version names the version, the commit (unknown in a development build) and the built-in catalog's version")
     func version() throws {
         let sb = try Sandbox(); defer { sb.remove() }
+        let shipped = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: PackageRoot.bundledCatalog))) as? [String: Any]
+        let catalogVersion = try #require(shipped?["catalogVersion"] as? Int)
         for args in [["--version"], ["list", "--version"]] {
             let r = try sb.run(args)
             #expect(r.status == 0, "\(r)")
             #expect(r.stderr.isEmpty, "\(r)")
-            let line = try #require(r.stdoutLines.first)
-            #expect(r.stdoutLines.count == 1, "\(r)")
+            try #require(r.stdoutLines.count == 3, "\(r)")
+            let line = r.stdoutLines[0]
             #expect(line.hasPrefix("glasses-local "), "\(r)")
             let number = line.dropFirst("glasses-local ".count)
             #expect(number.split(separator: ".").count == 3 && number.split(separator: ".").allSatisfy { Int($0) != nil }, "\(r)")
+            // `swift build` embeds no commit; Scripts/ship does (PackageTests checks the shipped one).
+            #expect(r.stdoutLines[1] == "commit unknown", "\(r)")
+            #expect(r.stdoutLines[2] == "built-in catalog version \(catalogVersion)", "\(r)")
         }
+        let json = try sb.run(["--version", "--json"])
+        let doc = try json.jsonObject()
+        #expect(doc["version"] as? String == String(try #require(try sb.run(["--version"]).stdoutLines.first).dropFirst("glasses-local ".count)), "\(json)")
+        #expect(doc["commit"] as? String == "unknown" && doc["catalogVersion"] as? Int == catalogVersion, "\(json)")
     }
 }

@@ -18,6 +18,7 @@ public struct CatalogFile: Sendable, Hashable {
     /// size-checked only, unless an archive source's hash covers it).
     public var sha256: String?
 
+    /// A file entry as the catalog gives it (the loader has checked the path and hash).
     public init(path: String, size: Int64, sha256: String?) {
         self.path = path
         self.size = size
@@ -27,19 +28,31 @@ public struct CatalogFile: Sendable, Hashable {
 
 /// Archive formats the unpacker enables; nothing else is read.
 public enum ArchiveFormat: String, Sendable, CaseIterable {
+    /// A tar compressed with bzip2 (the Kokoro voice's release); the bzip2 is decoded
+    /// block by block on every core.
     case tarBz2 = "tar.bz2"
+    /// A tar compressed with gzip.
     case tarGz = "tar.gz"
+    /// A tar compressed with xz.
     case tarXz = "tar.xz"
+    /// A tar compressed with Zstandard.
     case tarZst = "tar.zst"
+    /// An uncompressed tar.
     case tar
+    /// A zip archive.
     case zip
 }
 
 /// One archive that unpacks to a model's whole `files` tree.
 public struct ArchiveSource: Sendable, Hashable {
+    /// Where the archive is fetched (https, or plain http to loopback).
     public var url: String
+    /// Its format: only this one is enabled when it is read.
     public var format: ArchiveFormat
+    /// The archive's exact size in bytes.
     public var size: Int64
+    /// The archive's SHA-256 (lowercase hex): the tree counts only once the whole archive
+    /// matched it.
     public var sha256: String
     /// Leading path components dropped from every entry (like `tar --strip-components`).
     public var stripComponents: Int
@@ -82,8 +95,11 @@ public enum SourceKind: String, Sendable, CaseIterable {
 
 /// One model of the catalog.
 public struct CatalogModel: Sendable, Hashable {
+    /// The stable id (`local-qwen3-1.7b`): the folder name and what every command takes.
     public var id: String
+    /// An LLM of the ladder or a voice.
     public var kind: ModelKind
+    /// The name to show people.
     public var displayName: String
     /// Memory the loaded model needs, in MB (not its download size).
     public var requiredMb: Int
@@ -91,7 +107,9 @@ public struct CatalogModel: Sendable, Hashable {
     public var autoEligible: Bool
     /// The upstream revision the URLs pin, when there is one.
     public var revision: String?
+    /// Every file of the installed tree, with its size and (usually) its SHA-256.
     public var files: [CatalogFile]
+    /// Where the bytes come from, tried in this order.
     public var sources: [ModelSource]
     /// The credential each source asks for (`"auth"` on a source); a source not listed
     /// needs none (netrc still applies to every request).
@@ -145,6 +163,7 @@ public struct CatalogKey: Sendable, Equatable {
     /// The Ed25519 public key, SubjectPublicKeyInfo PEM.
     public var publicKey: String
 
+    /// A named key, as a catalog's `nextKey` gives it.
     public init(name: String, publicKey: String) {
         self.name = name
         self.publicKey = publicKey
@@ -153,9 +172,11 @@ public struct CatalogKey: Sendable, Equatable {
 
 /// A validated catalog.
 public struct Catalog: Sendable {
+    /// The catalog format's version (1); a loader refuses any other.
     public var schemaVersion: Int
     /// Monotonic version; a store refuses a catalog older than one it has seen (rollback).
     public var catalogVersion: Int
+    /// When the publisher made it (RFC 3339 UTC), for people.
     public var generatedAt: String
     /// When this catalog stops being trusted (RFC 3339 UTC), nil when it never does: a
     /// catalog read after this moment is refused, so that a mirror cannot freeze devices
@@ -163,9 +184,12 @@ public struct Catalog: Sendable {
     public var expiresAt: String?
     /// The publisher's next signing key, when it announces one (key rotation).
     public var nextKey: CatalogKey?
+    /// The models, in the catalog's order (the LLM ladder smallest first, then the voice).
     public var models: [CatalogModel]
     private var index: [String: Int]
 
+    /// A catalog from its values. ``CatalogLoader`` makes validated ones from JSON; a catalog
+    /// made here is trusted as given (the built-in one was validated when it was generated).
     public init(schemaVersion: Int = 1, catalogVersion: Int, generatedAt: String, expiresAt: String? = nil, nextKey: CatalogKey? = nil,
                 models: [CatalogModel]) {
         self.schemaVersion = schemaVersion

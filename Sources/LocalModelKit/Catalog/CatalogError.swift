@@ -2,9 +2,12 @@
 public struct CatalogIssue: Sendable, Equatable, CustomStringConvertible {
     /// `$` is the document itself.
     public var path: String
+    /// What is wrong there ("not 64 lowercase hex characters (a SHA-256)").
     public var message: String
+    /// `path: message`.
     public var description: String { "\(path): \(message)" }
 
+    /// An issue at `path`.
     public init(path: String, message: String) {
         self.path = path
         self.message = message
@@ -15,8 +18,10 @@ public struct CatalogIssue: Sendable, Equatable, CustomStringConvertible {
 public struct CatalogError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The file or URL the catalog came from.
     public var source: String
+    /// Every problem found, in document order.
     public var issues: [CatalogIssue]
 
+    /// The source, every issue on a line of its own, and what to do.
     public var description: String {
         let count = issues.count == 1 ? "1 problem" : "\(issues.count) problems"
         var text = "catalog \(source) is invalid (\(count)):"

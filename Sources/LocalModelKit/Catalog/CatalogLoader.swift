@@ -14,6 +14,7 @@ public struct CatalogLoader: Sendable {
     /// Model ids that would collide with the store's own entries.
     public static let reservedIds: Set<String> = ["voices", "records.sqlite3", "records.sqlite3-wal", "records.sqlite3-shm", UserCatalog.fileName]
 
+    /// A loader; it holds no state.
     public init() {}
 
     /// Reads and validates a catalog file.

@@ -2,6 +2,7 @@ import FoundationEssentials
 
 /// The individual rules, shared by the loader and `catalog hash`.
 public enum CatalogRules {
+    /// Whether `s` is 64 lowercase hex characters.
     public static func isSHA256(_ s: String) -> Bool {
         var s = s
         return s.withUTF8 { b in b.count == 64 && b.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) } }

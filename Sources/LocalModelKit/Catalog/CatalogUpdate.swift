@@ -47,6 +47,7 @@ public enum CatalogUpdateOutcome: Sendable, Equatable {
 
 /// What `updateCatalog` did, and the catalog in use after it.
 public struct CatalogUpdateResult: Sendable {
+    /// Accepted, or already up to date.
     public var outcome: CatalogUpdateOutcome
     /// The accepted catalog; when up to date, the catalog of that version.
     public var catalog: Catalog

@@ -5,6 +5,7 @@ import FoundationEssentials
 /// (a flipped byte, a truncation, an edit), not merely signed by a key this process does
 /// not trust (one that was trusted through `EXTENTOS_CATALOG_KEYS` when it was accepted).
 public enum CatalogDigest {
+    /// `<sha256 of the catalog>:<sha256 of the signature>`, or nil when libcrypto fails.
     public static func of(_ bytes: [UInt8], signature: [UInt8]) -> String? {
         guard let body = try? SHA256Hasher.hash(bytes), let sig = try? SHA256Hasher.hash(signature) else { return nil }
         return body + ":" + sig
@@ -13,6 +14,7 @@ public enum CatalogDigest {
 
 /// A stored catalog newer than the one in use that was not used, and why.
 public struct UnusableStoredCatalog: Sendable, Equatable, CustomStringConvertible {
+    /// Why it was not used.
     public enum Reason: Sendable, Equatable {
         /// Its bytes or its signature's differ from those accepted: damaged or tampered.
         /// Moved to `setAsideTo` (kept for inspection, never read again); nil when it could
@@ -25,10 +27,14 @@ public struct UnusableStoredCatalog: Sendable, Equatable, CustomStringConvertibl
         case failsCheck(problem: String)
     }
 
+    /// The stored file (`STORE/.catalog/<version>.json`).
     public var path: String
+    /// Its catalog version.
     public var version: Int
+    /// Why it was not used.
     public var reason: Reason
 
+    /// The file, its version, why, and what to do.
     public var description: String {
         switch reason {
         case .damaged(let moved?):

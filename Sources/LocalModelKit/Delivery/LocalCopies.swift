@@ -77,6 +77,7 @@ public struct LocalCopySettings: Sendable, Equatable {
     /// `EXTENTOS_NO_HF_CACHE=1`).
     public var adoptOnDownload: Bool
 
+    /// Settings as given (the default: no cache, nothing adopted).
     public init(huggingFaceHub: String? = nil, adoptOnDownload: Bool = false) {
         self.huggingFaceHub = huggingFaceHub
         self.adoptOnDownload = adoptOnDownload

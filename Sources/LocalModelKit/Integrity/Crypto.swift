@@ -4,6 +4,7 @@ internal import CCrypto
 
 /// A libcrypto failure, with OpenSSL's own message.
 public struct CryptoError: Error, Sendable, CustomStringConvertible {
+    /// What was attempted, then OpenSSL's message (`ERR_error_string_n`).
     public var description: String
 
     init(_ what: String) {
@@ -32,6 +33,8 @@ public final class SHA256Hasher {
     /// Bytes fed so far.
     public private(set) var count: Int64 = 0
 
+    /// A fresh SHA-256 context.
+    /// - Throws: ``CryptoError`` when libcrypto cannot make one (out of memory).
     public init() throws(CryptoError) {
         guard let ctx = EVP_MD_CTX_new() else { throw CryptoError("create SHA-256 context") }
         guard EVP_DigestInit_ex(ctx, EVP_sha256(), nil) == 1 else {
@@ -43,6 +46,7 @@ public final class SHA256Hasher {
 
     deinit { EVP_MD_CTX_free(context) }
 
+    /// Feeds `bytes` (after ``finalize()`` is a bug, and traps).
     public func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         // EVP_DigestUpdate on an initialised SHA-256 context cannot fail.
@@ -51,6 +55,7 @@ public final class SHA256Hasher {
         count += Int64(bytes.count)
     }
 
+    /// Feeds `bytes`.
     public func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
@@ -73,7 +78,9 @@ public final class SHA256Hasher {
     }
 
     /// Hashes a whole file in 1 MiB reads; returns the hash and the byte count.
-    /// - Parameter limit: stop after this many bytes (used to hash a partial's prefix).
+    /// - Parameters:
+    ///   - path: the file (links are followed: callers pass paths they control).
+    ///   - limit: stop after this many bytes (used to hash a partial's prefix).
     public static func hashFile(atPath path: String, limit: Int64 = .max) throws(FileHashError) -> (sha256: String, size: Int64) {
         let hasher: SHA256Hasher
         do { hasher = try SHA256Hasher() } catch { throw .crypto(error) }
@@ -102,9 +109,12 @@ public final class SHA256Hasher {
 
 /// Why a file could not be hashed: reading it, or libcrypto.
 public enum FileHashError: Error, Sendable, CustomStringConvertible {
+    /// Opening or reading the file failed.
     case system(SystemError)
+    /// libcrypto failed.
     case crypto(CryptoError)
 
+    /// The underlying message.
     public var description: String {
         switch self {
         case .system(let error): return error.message

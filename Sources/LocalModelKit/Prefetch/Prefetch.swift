@@ -26,6 +26,7 @@ public struct PrefetchPolicy: Sendable {
     /// The keys trusted to sign that catalog.
     public var catalogKeys: [(name: String, pem: String)] = TrustedCatalogKeys.shipped
 
+    /// No window, no power, load, size or space limit, no jitter: every check off.
     public init() {}
 }
 
@@ -35,17 +36,22 @@ public enum PrefetchEvent: Sendable, Equatable {
     case stopped(String)
     /// Nothing to fetch, and why.
     case nothingToDo(String)
+    /// This model is left for a later run (over `--max-bytes`, under `--min-free-mb`, busy).
     case skipped(modelId: String, reason: String)
     /// `--dry-run`: this would be fetched.
     case wouldFetch(modelId: String, missingBytes: Int64)
+    /// The random `--jitter` wait before any request.
     case waiting(seconds: Double)
+    /// A download starts, with the bytes it still lacks.
     case fetching(modelId: String, missingBytes: Int64)
+    /// A model is installed, at `path`.
     case fetched(modelId: String, path: String)
     /// The window closed mid-download: stopped cleanly, partial data kept.
     case windowClosed(modelId: String, window: TimeWindow, keptBytes: Int64)
     /// The catalog update before the downloads: what it did, or why it failed (the run
     /// goes on with the catalog already trusted, `inUse`).
     case catalogUpdated(CatalogUpdateOutcome, url: String)
+    /// The catalog update failed (a warning): the run goes on with version `inUse`.
     case catalogUpdateFailed(LocalModelError, url: String, inUse: Int)
     /// `--dry-run`: the catalog would be updated from this URL first.
     case wouldUpdateCatalog(url: String)

@@ -1,10 +1,12 @@
 /// `HH:MM-HH:MM` in local time; a window whose end comes before its start runs across
 /// midnight (`22:00-06:00`).
 public struct TimeWindow: Sendable, Equatable, CustomStringConvertible {
-    /// Minutes after local midnight.
+    /// Minutes after local midnight when it opens.
     public var start: Int
+    /// Minutes after local midnight when it closes (before `start`: the next day).
     public var end: Int
 
+    /// `HH:MM-HH:MM` (two digits each; start and end differ), or nil for anything else.
     public init?(_ text: String) {
         let halves = text.split(separator: "-", omittingEmptySubsequences: false)
         guard halves.count == 2, let a = Self.minutes(halves[0]), let b = Self.minutes(halves[1]), a != b else { return nil }
@@ -27,6 +29,7 @@ public struct TimeWindow: Sendable, Equatable, CustomStringConvertible {
         return second < e ? e - second : nil
     }
 
+    /// `HH:MM-HH:MM`.
     public var description: String {
         func hm(_ m: Int) -> String { (m / 60 < 10 ? "0" : "") + "\(m / 60):" + (m % 60 < 10 ? "0" : "") + "\(m % 60)" }
         return hm(start) + "-" + hm(end)
@@ -35,8 +38,11 @@ public struct TimeWindow: Sendable, Equatable, CustomStringConvertible {
 
 /// What a prefetch checks about the device before any network use.
 public struct PrefetchConditions: Sendable, Equatable {
+    /// What powers the machine.
     public enum Power: Sendable, Equatable {
+        /// A mains supply (AC adapter) is online.
         case mains
+        /// Batteries only.
         case battery
         /// No battery at all (a desktop, a server): counts as mains.
         case noBattery
@@ -45,6 +51,7 @@ public struct PrefetchConditions: Sendable, Equatable {
     public var secondOfDay: Int
     /// The local time as text, for messages ("06:00:02").
     public var clock: String
+    /// What powers the machine (`--require-ac` wants mains, or no battery).
     public var power: Power
     /// Where the power reading came from, for messages.
     public var powerSource: String
@@ -55,6 +62,7 @@ public struct PrefetchConditions: Sendable, Equatable {
 /// Whether the network costs by the byte (a phone's hotspot), as NetworkManager sees the
 /// primary connection, or as `EXTENTOS_METERED` says.
 public struct MeteredReading: Sendable, Equatable {
+    /// The connection's cost, as far as is known.
     public enum State: String, Sendable, Equatable {
         /// NetworkManager says `yes` or `guess-yes`, or `EXTENTOS_METERED=yes`.
         case metered
@@ -63,6 +71,7 @@ public struct MeteredReading: Sendable, Equatable {
         /// No NetworkManager (or no system bus), or it does not know: treated as unmetered.
         case unknown
     }
+    /// Metered, unmetered or unknown.
     public var state: State
     /// Where the answer came from, for messages ("NetworkManager: guess-yes",
     /// "EXTENTOS_METERED=yes", "NetworkManager is not running …").
@@ -78,6 +87,7 @@ public final class PrefetchConditionsProbe: Sendable {
     let environment: [String: String]
     private let startedAt = SystemClock.monotonicSeconds()
 
+    /// A probe for one run; its overridden clock starts advancing now.
     public init(environment: [String: String]) {
         self.environment = environment
     }
@@ -125,6 +135,7 @@ public final class PrefetchConditionsProbe: Sendable {
         }
     }
 
+    /// The clock, the power and the load, read now (overrides first).
     public func read() -> PrefetchConditions {
         let second = secondOfDay()
         let (power, source) = readPower()

@@ -10,8 +10,11 @@ public enum InstallState: String, Sendable {
 
 /// One model's record.
 public struct InstallRecord: Sendable, Equatable {
+    /// The catalog id of the model.
     public var modelId: String
+    /// An LLM or a voice: it decides the folder (`<id>` or `voices/<id>`).
     public var kind: ModelKind
+    /// Partly downloaded, or installed.
     public var state: InstallState
     /// The catalog version the files came from.
     public var catalogVersion: Int
@@ -21,13 +24,18 @@ public struct InstallRecord: Sendable, Equatable {
     public var path: String?
     /// Bytes of the installed tree.
     public var totalBytes: Int64
+    /// When the record was first written (the first download's start), seconds since 1970.
     public var createdAt: Double
+    /// When the record last changed, seconds since 1970.
     public var updatedAt: Double
+    /// When the install committed, seconds since 1970; nil while partial.
     public var installedAt: Double?
+    /// The last failure's message, kept for `info` until the next success.
     public var lastError: String?
     /// Where the installed bytes came from: `archive <url>` or `files <base url>`.
     public var source: String?
 
+    /// A record with every column given (the records' readers and writers use it).
     public init(modelId: String, kind: ModelKind, state: InstallState, catalogVersion: Int, path: String?,
                 totalBytes: Int64, createdAt: Double, updatedAt: Double, installedAt: Double? = nil, lastError: String? = nil,
                 source: String? = nil) {
@@ -47,12 +55,15 @@ public struct InstallRecord: Sendable, Equatable {
 
 /// One file of a model's record.
 public struct FileRecord: Sendable, Equatable {
+    /// The file's path inside the model's folder, as the catalog names it.
     public var path: String
+    /// The file's size in bytes, as the catalog declares it.
     public var size: Int64
     /// The catalog's hash, when it has one.
     public var sha256: String?
     /// The server's validators, for `If-Range` on resume.
     public var etag: String?
+    /// The server's `Last-Modified`, used for `If-Range` when there is no strong ETag.
     public var lastModified: String?
     /// Bytes already on disk (in `.partial`, or all of them once installed).
     public var bytesPresent: Int64
@@ -60,6 +71,7 @@ public struct FileRecord: Sendable, Equatable {
     /// catalog has no hash.
     public var verifiedSha256: String?
 
+    /// A file's record; a new one has no bytes present and no validators yet.
     public init(path: String, size: Int64, sha256: String?, etag: String? = nil, lastModified: String? = nil,
                 bytesPresent: Int64 = 0, verifiedSha256: String? = nil) {
         self.path = path
@@ -74,14 +86,38 @@ public struct FileRecord: Sendable, Equatable {
 
 /// One line of the append-only history.
 public struct HistoryEvent: Sendable, Equatable {
+    /// What happened; its raw value is what `history` prints and the records keep.
     public enum Kind: String, Sendable, CaseIterable {
-        case started, resumed, completed, failed, verified, deleted, repaired, catalog, prefetch, imported
+        /// A download began with nothing on disk.
+        case started
+        /// A download began from partial data (or from copies found on this machine).
+        case resumed
+        /// An install committed.
+        case completed
+        /// A download, verify or repair failed; `detail` has the message.
+        case failed
+        /// `verify` checked a model (the detail says how many files and what it found).
+        case verified
+        /// A model was deleted.
+        case deleted
+        /// Opening the store repaired leftovers of interrupted work, or set something aside.
+        case repaired
+        /// A catalog was accepted, refused as a rollback, or set aside as damaged.
+        case catalog
+        /// One `prefetch` run, with what it did or why it did nothing.
+        case prefetch
+        /// `import` (or a download) installed files already on this machine.
+        case imported
     }
+    /// The event's row id: events are numbered in the order they happened.
     public var id: Int64
     /// Seconds since 1970.
     public var at: Double
+    /// The model the event is about; nil for store-wide events (a catalog, a prefetch run).
     public var modelId: String?
+    /// The ``Kind``'s raw value (kept as text, so an older build reads a newer kind).
     public var kind: String
+    /// What happened, in words; nil when the kind says it all.
     public var detail: String?
 }
 
@@ -115,6 +151,7 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
         return false
     }
 
+    /// What failed, on which file, and what to do about it.
     public var description: String {
         switch self {
         case let .corrupt(path, detail):

@@ -9,6 +9,7 @@ import FoundationEssentials
 public final class Records: Sendable {
     /// The schema version this build writes (`PRAGMA user_version`).
     public static var schemaVersion: Int { migrations.count }
+    /// The database file (`STORE/records.sqlite3`).
     public let path: String
     private let connection: Locked<SQLiteConnection>
     private let now: @Sendable () -> Double
@@ -17,7 +18,9 @@ public final class Records: Sendable {
 
     /// Opens (creating when asked) and migrates the records of a store.
     /// - Parameters:
+    ///   - path: the database file (`STORE/records.sqlite3`).
     ///   - create: false opens an existing file read-write and fails if it is absent.
+    ///   - busyLimitSeconds: the longest total wait for another process's write lock.
     ///   - now: the clock (seconds since 1970), a parameter for tests.
     public init(path: String, create: Bool = true, busyLimitSeconds: Double = 120,
                 now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) throws(RecordsError) {
@@ -280,9 +283,13 @@ public final class Records: Sendable {
 
     // MARK: Convenience
 
+    /// The model's record, or nil, in a read transaction of its own.
     public func install(_ modelId: String) throws(RecordsError) -> InstallRecord? { try read { try $0.install(modelId) } }
+    /// Every record, in a read transaction of its own.
     public func installs() throws(RecordsError) -> [InstallRecord] { try read { try $0.installs() } }
+    /// The model's file rows, in a read transaction of its own.
     public func files(_ modelId: String) throws(RecordsError) -> [FileRecord] { try read { try $0.files(modelId) } }
+    /// The newest `limit` events (of one model, or all), oldest first.
     public func history(modelId: String? = nil, limit: Int = 1000) throws(RecordsError) -> [HistoryEvent] {
         try read { try $0.history(modelId: modelId, limit: limit) }
     }

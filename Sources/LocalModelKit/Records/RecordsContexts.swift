@@ -15,10 +15,12 @@ public struct ReadContext {
                              installedAt: row[8].double, lastError: row[9].string, source: row[10].string)
     }
 
+    /// The model's record, or nil when there is none.
     public func install(_ modelId: String) throws(SQLiteError) -> InstallRecord? {
         try db.query("SELECT \(Self.installColumns) FROM installs WHERE model_id = ?", [.text(modelId)]).first.flatMap(Self.decodeInstall)
     }
 
+    /// Every record, by model id.
     public func installs() throws(SQLiteError) -> [InstallRecord] {
         try db.query("SELECT \(Self.installColumns) FROM installs ORDER BY model_id").compactMap(Self.decodeInstall)
     }
@@ -50,6 +52,7 @@ public struct ReadContext {
         return held
     }
 
+    /// The model's file rows (an install's files as verified), by path.
     public func files(_ modelId: String) throws(SQLiteError) -> [FileRecord] {
         try db.query("""
             SELECT path, size, sha256, etag, last_modified, bytes_present, verified_sha256
@@ -81,6 +84,7 @@ public struct ReadContext {
                                                   [modelId.map { .text($0) } ?? .null]).map { $0[0].int64 ?? 0 })
     }
 
+    /// The bytes each download in flight has reserved, and the process that holds it.
     public func reservations() throws(SQLiteError) -> [(modelId: String, pid: Int32, bytes: Int64)] {
         try db.query("SELECT model_id, pid, bytes FROM reservations ORDER BY model_id").map {
             ($0[0].string ?? "", Int32(truncatingIfNeeded: $0[1].int64 ?? 0), max(0, $0[2].int64 ?? 0))
@@ -114,6 +118,7 @@ public struct WriteContext {
     /// The transaction's timestamp.
     public let now: Double
 
+    /// The reads, inside this transaction (they see its writes so far).
     public var read: ReadContext { ReadContext(db: db) }
 
     /// Inserts or replaces a model's record (its files are kept unless replaced).
@@ -137,6 +142,7 @@ public struct WriteContext {
         for f in files { try upsertFile(modelId, f) }
     }
 
+    /// Inserts or replaces one file row of a model.
     public func upsertFile(_ modelId: String, _ f: FileRecord) throws(SQLiteError) {
         try db.query("""
             INSERT INTO files (model_id, path, size, sha256, etag, last_modified, bytes_present, verified_sha256)
@@ -156,6 +162,7 @@ public struct WriteContext {
         return db.changes > 0
     }
 
+    /// Appends a history event, timed at the transaction's ``now``.
     public func append(_ kind: HistoryEvent.Kind, modelId: String?, detail: String? = nil) throws(SQLiteError) {
         try db.query("INSERT INTO events (at, model_id, event, detail) VALUES (?, ?, ?, ?)",
                      [.real(now), modelId.map { .text($0) } ?? .null, .text(kind.rawValue), detail.map { .text($0) } ?? .null])
@@ -169,6 +176,7 @@ public struct WriteContext {
             """, [.text(modelId), .integer(Int64(pid)), .integer(max(0, bytes)), .real(now)])
     }
 
+    /// Drops the model's reservation (its download ended).
     public func release(_ modelId: String) throws(SQLiteError) {
         try db.query("DELETE FROM reservations WHERE model_id = ?", [.text(modelId)])
     }
@@ -184,6 +192,7 @@ public struct WriteContext {
                   f.lastModified.map { .text($0) } ?? .null, .integer(f.bytesPresent), .real(now)])
     }
 
+    /// Forgets the model's resume state (its partial data is gone or installed).
     public func clearPartialFiles(_ modelId: String) throws(SQLiteError) {
         try db.query("DELETE FROM partial_files WHERE model_id = ?", [.text(modelId)])
     }

@@ -4,6 +4,7 @@ import FoundationEssentials
 /// moves, removed in the transaction that records the change as done. After a crash or a
 /// power cut, start-up repair reads it to finish or undo the change (`StoreRepair`, P15).
 public struct SwitchRecord: Sendable, Equatable {
+    /// What the change does.
     public enum Action: String, Sendable {
         /// A verified, durable tree is being renamed into the model's folder (a first
         /// install, or an update replacing the installed version).
@@ -11,7 +12,9 @@ public struct SwitchRecord: Sendable, Equatable {
         /// The model's folder and data are being removed; the install record is already gone.
         case delete
     }
+    /// The model whose folder changes.
     public var modelId: String
+    /// An install or a delete.
     public var action: Action
     /// The tree an install puts in place (the staging folder's device and inode, which the
     /// rename keeps): the model's folder is that tree exactly when it has this identity.
@@ -78,6 +81,7 @@ extension ReadContext {
         return out
     }
 
+    /// The change under way for the model, or nil when none is.
     public func switchRecord(_ modelId: String) throws(SQLiteError) -> SwitchRecord? {
         guard let row = try db.query("""
             SELECT action, tree_device, tree_inode, kind, catalog_version, path, total_bytes, created_at, source

@@ -7,7 +7,9 @@ internal import CSQLite
 public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The extended result code.
     public var code: Int32
+    /// SQLite's message with what was being attempted ("open records database at …: …").
     public var message: String
+    /// The ``message``.
     public var description: String { message }
 
     /// The database file is not a database, or is damaged.
@@ -19,6 +21,7 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The disk (or quota) is full.
     public var isDiskFull: Bool { code & 0xFF == SQLITE_FULL }
 
+    /// Another connection holds a lock (SQLITE_BUSY or SQLITE_LOCKED) past the busy timeout.
     public var isBusy: Bool {
         let primary = code & 0xFF
         return primary == SQLITE_BUSY || primary == SQLITE_LOCKED
@@ -38,13 +41,20 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// A value read from or bound to a statement.
 public enum SQLiteValue: Sendable, Equatable {
+    /// SQL `NULL`.
     case null
+    /// An `INTEGER`.
     case integer(Int64)
+    /// A `REAL`.
     case real(Double)
+    /// A `TEXT` (UTF-8).
     case text(String)
 
+    /// The integer, or nil for any other kind of value.
     public var int64: Int64? { if case .integer(let i) = self { return i }; return nil }
+    /// The text, or nil for any other kind of value.
     public var string: String? { if case .text(let s) = self { return s }; return nil }
+    /// The real, or an integer as a `Double`; nil otherwise.
     public var double: Double? {
         switch self {
         case .real(let d): return d
@@ -56,7 +66,9 @@ public enum SQLiteValue: Sendable, Equatable {
 
 /// One row of a result, by column index.
 public struct SQLiteRow: Sendable {
+    /// The columns, in the query's order.
     public var values: [SQLiteValue]
+    /// The value of column `i` (from 0); a bad index is a bug and traps.
     public subscript(_ i: Int) -> SQLiteValue { values[i] }
 }
 
@@ -74,8 +86,12 @@ public final class SQLiteConnection {
     public let path: String
 
     /// Opens (creating if asked) a database file.
-    /// - Parameter busyTimeoutMs: how long a writer waits for another process's lock
-    ///   before SQLite gives up; callers retry beyond that, so users never see BUSY.
+    /// - Parameters:
+    ///   - path: the database file (a link is refused: `SQLITE_OPEN_NOFOLLOW`).
+    ///   - create: create the file when it is absent.
+    ///   - readOnly: open it read-only (a store this user may read but not write).
+    ///   - busyTimeoutMs: how long a writer waits for another process's lock before SQLite
+    ///     gives up; callers retry beyond that, so users never see BUSY.
     public init(path: String, create: Bool, readOnly: Bool = false, busyTimeoutMs: Int32 = 10_000) throws(SQLiteError) {
         self.path = path
         var db: OpaquePointer?

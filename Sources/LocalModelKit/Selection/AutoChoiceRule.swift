@@ -1,12 +1,17 @@
 /// A ladder rung as the rule sees it: plain values only.
 public struct LadderRung: Sendable, Equatable {
+    /// The model's catalog id.
     public var id: String
+    /// Memory the loaded model needs, in MiB: what the class and session steps compare.
     public var requiredMb: Int
+    /// Whether the rule may choose it (the catalog's `autoEligible`).
     public var autoEligible: Bool
+    /// Whether its install committed.
     public var isInstalled: Bool
     /// Storage that installing it still needs (remaining bytes + unpack room + margin).
     public var storageNeededBytes: Int64
 
+    /// A rung with its facts, as ``LocalModelEngine/autoChoiceInputs()`` reads them.
     public init(id: String, requiredMb: Int, autoEligible: Bool, isInstalled: Bool, storageNeededBytes: Int64) {
         self.id = id
         self.requiredMb = requiredMb
@@ -18,12 +23,16 @@ public struct LadderRung: Sendable, Equatable {
 
 /// The rule's inputs.
 public struct AutoChoiceInputs: Sendable, Equatable {
+    /// The catalog's LLMs, in catalog order (the rule takes the eligible ones, smallest first).
     public var rungs: [LadderRung]
     /// physical memory × share.
     public var classBudgetMb: Int
+    /// Memory available right now, in MiB (`MemAvailable`, or its override).
     public var availableNowMb: Int
+    /// Free space for the store, minus what other downloads have reserved.
     public var freeStorageBytes: Int64
 
+    /// The inputs as plain numbers (tests give their own; the engine reads the device's).
     public init(rungs: [LadderRung], classBudgetMb: Int, availableNowMb: Int, freeStorageBytes: Int64) {
         self.rungs = rungs
         self.classBudgetMb = classBudgetMb
@@ -35,9 +44,13 @@ public struct AutoChoiceInputs: Sendable, Equatable {
 /// Why the cloud must serve, as the rule decides it. The engine's own vocabulary: the SDK
 /// facade maps it onto upstream's `CloudFallbackReason` (same names, same meanings).
 public enum CloudReason: String, Sendable, CaseIterable, Equatable {
+    /// No auto-eligible rung fits the device's memory class (physical memory × share).
     case belowQualityFloor
+    /// The class allows a rung, but the memory available now fits none that is usable.
     case insufficientMemoryNow
+    /// The rung to run, and every smaller usable one, is not installed.
     case weightsNotPresent
+    /// The catalog has no auto-eligible rung.
     case noEligibleRungs
 }
 
@@ -57,10 +70,14 @@ public enum CloudDetail: String, Sendable, CaseIterable, Equatable {
 /// The class rung's download when it does not fit the free storage (MiB: required rounded
 /// up, available rounded down).
 public struct StorageShortfall: Sendable, Equatable {
+    /// The class rung whose download does not fit.
     public var modelId: String
+    /// Storage its install still needs, in MiB, rounded up.
     public var requiredMb: Int
+    /// Free storage for the store, in MiB, rounded down.
     public var availableMb: Int
 
+    /// A shortfall of `requiredMb` against `availableMb` for `modelId`.
     public init(modelId: String, requiredMb: Int, availableMb: Int) {
         self.modelId = modelId
         self.requiredMb = requiredMb
@@ -76,17 +93,23 @@ public struct AutoDecision: Sendable, Equatable {
         public var number: Int
         /// The rung the step settled on, if any.
         public var rungId: String?
+        /// What the step found, in words (`auto --explain` prints it).
         public var text: String
 
+        /// `"<number>. <text>"`.
         public var description: String { "\(number). \(text)" }
     }
 
+    /// The rung to run now; nil when the cloud must serve.
     public var modelId: String?
+    /// Whether a local rung serves (``modelId`` is set).
     public var isLocal: Bool { modelId != nil }
     /// Why the cloud must serve.
     public var cloudReason: CloudReason?
     /// The finer reason, when the rule knows one.
     public var cloudDetail: CloudDetail? = nil
+    /// The rung worth downloading: the class rung when it is not installed and fits the
+    /// storage, else the largest smaller rung that fits; nil when nothing needs fetching.
     public var downloadTarget: String?
     /// The class rung's download, when it does not fit the free storage.
     public var storageShortfall: StorageShortfall? = nil
@@ -100,6 +123,17 @@ public struct AutoDecision: Sendable, Equatable {
 
 /// The autoChoice rule (docs/ARCHITECTURE.md, "autoChoice"), as a pure function.
 public enum AutoChoiceRule {
+    /// Runs the five steps over `input`: the eligible rungs smallest first, the class rung
+    /// (within physical memory × share), the session rung (memory available now may only
+    /// step down), local when it or a smaller rung is installed, and the download target.
+    ///
+    /// ```swift
+    /// let decision = AutoChoiceRule.decide(try engine.autoChoiceInputs())
+    /// for step in decision.steps { print(step) }
+    /// ```
+    /// - Parameter input: the rungs and the device's readings.
+    /// - Returns: the answer with every step that ran; pure, so the same inputs give the
+    ///   same answer.
     public static func decide(_ input: AutoChoiceInputs) -> AutoDecision {
         var steps: [AutoDecision.Step] = []
         func step(_ number: Int, _ rung: LadderRung?, _ text: String) {

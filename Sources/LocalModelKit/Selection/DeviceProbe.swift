@@ -13,6 +13,7 @@ public struct MemoryReading: Sendable, Equatable {
     /// line's one warning line do.
     public var overrideProblems: [MemoryOverrideProblem]
 
+    /// A reading: a probe's, or a test's stand-in for a device.
     public init(physicalMb: Int, availableMb: Int, source: String, overrideProblems: [MemoryOverrideProblem] = []) {
         self.physicalMb = physicalMb
         self.availableMb = availableMb
@@ -29,7 +30,9 @@ public struct MemoryReading: Sendable, Equatable {
 /// than 1 PiB, a number too long for any integer, text — is ignored and reported as a
 /// ``MemoryOverrideProblem``; the device's own reading is used instead.
 public enum MemoryOverride {
+    /// The variable overriding the physical memory: `EXTENTOS_MEMORY_MB`.
     public static let physicalVariable = "EXTENTOS_MEMORY_MB"
+    /// The variable overriding the memory available now: `EXTENTOS_MEMORY_AVAILABLE_MB`.
     public static let availableVariable = "EXTENTOS_MEMORY_AVAILABLE_MB"
     /// 1 MiB … 2^30 MiB (1 PiB): from the smallest memory a size can name to far beyond any device.
     public static let acceptedMb: ClosedRange<Int> = 1...(1 << 30)
@@ -38,6 +41,7 @@ public enum MemoryOverride {
     public enum Parsed: Sendable, Equatable {
         /// Not set, or empty.
         case unset
+        /// A usable value, in MiB.
         case megabytes(Int)
         /// Set to something it cannot use.
         case ignored(MemoryOverrideProblem.Reason)
@@ -61,6 +65,7 @@ public enum MemoryOverride {
 
 /// A memory override that was set but not used, with what to say about it.
 public struct MemoryOverrideProblem: Sendable, Equatable, CustomStringConvertible {
+    /// Why the value cannot be used.
     public enum Reason: String, Sendable, Equatable {
         /// Text, a fraction, a unit suffix, hex: not digits.
         case notAWholeNumber
@@ -73,8 +78,10 @@ public struct MemoryOverrideProblem: Sendable, Equatable, CustomStringConvertibl
     /// The value as set, for messages: control characters escaped, and cut to its first
     /// 32 characters (saying how long it was) when longer than 40.
     public var value: String
+    /// Why it was ignored.
     public var reason: Reason
 
+    /// A problem with `rawValue` (kept escaped and cut for messages, never printed raw).
     public init(variable: String, rawValue: String, reason: Reason) {
         self.variable = variable
         self.value = Self.shown(rawValue)
@@ -120,7 +127,9 @@ public struct MemoryOverrideProblem: Sendable, Equatable, CustomStringConvertibl
 /// What the engine asks of the device. A parameter of the engine so tests can stand in
 /// for a phone's memory; storage is always read from the real filesystem.
 public protocol DeviceProbe: Sendable {
+    /// The memory now: physical and available, with where the numbers came from.
     func memory() -> MemoryReading
+    /// The free space of the filesystem holding `path` (for this user, as `statvfs` tells).
     func space(at path: String) throws(SystemError) -> FilesystemSpace
 }
 
@@ -128,21 +137,27 @@ public protocol DeviceProbe: Sendable {
 /// `EXTENTOS_MEMORY_MB` (physical) and `EXTENTOS_MEMORY_AVAILABLE_MB` (available now);
 /// see ``MemoryOverride`` for the values they accept.
 public struct SystemDeviceProbe: DeviceProbe {
+    /// Where the overrides are read.
     public var environment: [String: String]
     /// Root of `/proc` and `/sys` (a parameter so tests can feed fixture files).
     public var procRoot: String
+    /// Root of `/sys` (the cgroup's `memory.max` and `memory.current` are read below it).
     public var sysRoot: String
 
+    /// The device's probe; tests point `procRoot` and `sysRoot` at fixture folders.
     public init(environment: [String: String], procRoot: String = "/proc", sysRoot: String = "/sys") {
         self.environment = environment
         self.procRoot = procRoot
         self.sysRoot = sysRoot
     }
 
+    /// `statvfs` of `path`: the space this user may fill (`f_bavail`).
     public func space(at path: String) throws(SystemError) -> FilesystemSpace {
         try FilesystemSpace.of(path: path)
     }
 
+    /// `/proc/meminfo`, capped by a cgroup v2 `memory.max`, unless an override is set
+    /// (an unusable one is reported in ``MemoryReading/overrideProblems``).
     public func memory() -> MemoryReading {
         var problems: [MemoryOverrideProblem] = []
         func override(_ name: String) -> Int? {

@@ -2,23 +2,30 @@ import FoundationEssentials
 
 /// What `delete` removed.
 public struct DeleteResult: Sendable, Equatable {
+    /// The model asked about.
     public var modelId: String
     /// False when there was nothing to delete (no record, no files, no partial data).
     public var existed: Bool
+    /// Bytes the filesystem got back (files another model still links are not counted).
     public var freedBytes: Int64
 }
 
 /// What `verify` found.
 public struct VerifyReport: Sendable, Equatable {
+    /// One file that did not check out.
     public struct Problem: Sendable, Equatable {
+        /// The file's catalog path.
         public var path: String
         /// "missing", "size 12 instead of 34", or "SHA-256 … instead of …".
         public var detail: String
     }
+    /// The model verified.
     public var modelId: String
+    /// How many files were read and checked.
     public var filesChecked: Int
     /// Files with no hash to compare (neither catalog nor install-time): size-checked only.
     public var sizeOnly: Int
+    /// The files that did not check out.
     public var problems: [Problem]
     /// Files fetched again by `--repair`.
     public var repaired: [String]
@@ -26,14 +33,18 @@ public struct VerifyReport: Sendable, Equatable {
     /// may read but not write, with no lock file yet): a download running at the same
     /// time could change the answer.
     public var readWithoutLock: String? = nil
+    /// True when nothing was wrong, or everything wrong was repaired.
     public var ok: Bool { problems.count == repaired.count }
 }
 
 /// What `gc` removed.
 public struct GCReport: Sendable, Equatable {
+    /// Each leftover removed, with its bytes.
     public var removed: [(path: String, bytes: Int64)]
+    /// Their bytes in all.
     public var freedBytes: Int64 { removed.reduce(0) { $0 + $1.bytes } }
 
+    /// The same entries removed, in the same order.
     public static func == (a: GCReport, b: GCReport) -> Bool {
         a.removed.map(\.path) == b.removed.map(\.path) && a.removed.map(\.bytes) == b.removed.map(\.bytes)
     }

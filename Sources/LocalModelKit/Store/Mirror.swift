@@ -6,15 +6,18 @@
 /// or inside it is refused, every folder opened under `DIR` is checked not to be the store,
 /// no link under `DIR` is followed, and each file is replaced atomically (see `mirror`).
 public struct MirrorReport: Sendable, Equatable {
+    /// The model mirrored.
     public var modelId: String
     /// Files linked (same filesystem) and copied (another one).
     public var linked: Int
+    /// Files copied (the mirror is on another filesystem).
     public var copied: Int
     /// Files already in place: the mirror's file already is the installed one (a hard
     /// link from an earlier run), so nothing was done.
     public var unchanged: Int = 0
     /// Where the model's files went, or why it was skipped.
     public var folder: String?
+    /// Why the model was skipped (its source has no per-file layout); nil when mirrored.
     public var skipped: String?
 }
 
@@ -28,6 +31,7 @@ public enum MirrorRefusal: Sendable, Equatable, CustomStringConvertible {
     /// `path`, under `dir`, is a symbolic link where `modelId`'s files go.
     case link(modelId: String, path: String, dir: String)
 
+    /// What was refused, why, and what to choose instead.
     public var description: String {
         switch self {
         case let .insideStore(dir, store):

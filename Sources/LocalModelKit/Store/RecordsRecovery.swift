@@ -31,10 +31,13 @@ public struct RecordsRecovery: Sendable, Equatable {
         case replacedByPartial
     }
 
+    /// A model found on disk, and what recovery will do with it.
     public struct Model: Sendable, Equatable {
+        /// Its catalog id.
         public var id: String
         /// The installed folder found on disk.
         public var folder: String
+        /// What happens to it once new records start.
         public var outcome: Outcome
     }
 
@@ -51,6 +54,7 @@ public struct RecordsRecovery: Sendable, Equatable {
         return "mkdir \(shellQuoted(folder)) && mv \(shellQuoted(recordsPath))* \(shellQuoted(folder + "/"))"
     }
 
+    /// ``moveAsideCommand(recordsPath:)`` for this store's database.
     public var moveAsideCommand: String { Self.moveAsideCommand(recordsPath: recordsPath) }
 
     static func directory(of path: String) -> String {

@@ -13,6 +13,7 @@ public struct StoreLayout: Sendable, Equatable {
     /// Absolute path of the store folder.
     public let root: String
 
+    /// The layout of the store at `root` (made absolute; nothing is created or read).
     public init(root: String) {
         self.root = FileIO.absolutePath(root)
     }
@@ -28,10 +29,15 @@ public struct StoreLayout: Sendable, Equatable {
         return ProcessEnvironment.homeDirectoryFromPasswordDatabase().map { $0 + "/.local/share/extentos/models" }
     }
 
+    /// `<root>/records.sqlite3`: the install records.
     public var recordsPath: String { root + "/records.sqlite3" }
+    /// `<root>/.partial`: resumable data of downloads in progress.
     public var partialRoot: String { root + "/.partial" }
+    /// `<root>/.staging`: verified trees about to be renamed into place.
     public var stagingRoot: String { root + "/.staging" }
+    /// `<root>/.locks`: one lock file per model, and the store-wide ones.
     public var locksRoot: String { root + "/.locks" }
+    /// `<root>/voices`: installed voices.
     public var voicesRoot: String { root + "/voices" }
     /// Accepted signed catalogs: `<version>.json` and `<version>.json.sig` (see `CatalogUpdate`).
     public var catalogRoot: String { root + "/.catalog" }
@@ -57,11 +63,14 @@ public struct StoreLayout: Sendable, Equatable {
         return installPath(id: record.modelId, kind: record.kind)
     }
 
+    /// `.partial/<id>`: a files source's resumable data for the model.
     public func partialPath(id: String) -> String { partialRoot + "/" + id }
     /// The archive being downloaded for an archive source (`@` cannot occur in an id,
     /// so it never collides with a model's partial folder).
     public func partialArchivePath(id: String) -> String { partialRoot + "/" + id + "@archive" }
+    /// `.staging/<id>`: the model's verified tree before its rename into place.
     public func stagingPath(id: String) -> String { stagingRoot + "/" + id }
+    /// `.locks/<id>.lock`: the file whose `flock` makes one installer per model.
     public func lockPath(id: String) -> String { locksRoot + "/" + id + ".lock" }
 
     /// The model id a `.partial` or `.staging` entry belongs to (`<id>@archive`,
@@ -192,9 +201,11 @@ public struct FilesystemSpace: Sendable, Equatable {
 /// The kernel drops the lock when the descriptor closes, so a process killed with
 /// `kill -9` never leaves a stale lock behind — unlike pid files.
 public final class FileLock {
+    /// The lock file.
     public let path: String
     private var file: FileDescriptor?
 
+    /// A lock on `path`, not taken yet (``tryLock(exclusive:)`` or ``lock(exclusive:)``).
     public init(path: String) {
         self.path = path
     }
@@ -244,6 +255,8 @@ public final class FileLock {
         }
     }
 
+    /// Releases the lock (`flock(LOCK_UN)` before the close, so a child process holding a
+    /// copy of the descriptor never keeps it), if held. Also done on `deinit`.
     public func unlock() {
         file?.unlock()
         file?.close()

@@ -1,7 +1,10 @@
 /// One thing start-up repaired, said so a person understands it.
 public struct RepairAction: Sendable, Equatable, CustomStringConvertible {
+    /// The model repaired; nil for the store itself (a stray entry, a lock file).
     public var modelId: String?
+    /// What was done ("moved an unrecorded folder to .partial").
     public var what: String
+    /// `<id>: <what>`, or `<what>`.
     public var description: String { modelId.map { "\($0): \(what)" } ?? what }
 }
 

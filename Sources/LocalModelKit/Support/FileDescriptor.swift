@@ -21,7 +21,9 @@ public final class FileDescriptor {
 
     /// Opens `path` (following nothing at the last step: `O_NOFOLLOW` is always added).
     /// - Parameters:
+    ///   - path: the file.
     ///   - access: what the descriptor may do with the file.
+    ///   - options: how to open it (create, exclusive, truncate, non-blocking).
     ///   - mode: the permissions of a file `options` creates.
     public static func open(_ path: String, _ access: Access, options: OpenOptions = [],
                             mode: mode_t = 0o644) throws(SystemError) -> FileDescriptor {
@@ -30,6 +32,7 @@ public final class FileDescriptor {
         return FileDescriptor(adopting: fd, path: path)
     }
 
+    /// Closes the descriptor (once; later calls do nothing). Also done on `deinit`.
     public func close() {
         if fd >= 0 {
             _ = posixClose(fd)
@@ -62,10 +65,12 @@ public final class FileDescriptor {
         return n
     }
 
+    /// Moves the position to `offset` bytes from the start (`lseek`).
     public func seek(to offset: Int64) {
         _ = lseek(fd, off_t(offset), SEEK_SET)
     }
 
+    /// Cuts or extends the file to `size` bytes (`ftruncate`).
     public func truncate(to size: Int64) {
         _ = ftruncate(fd, off_t(size))
     }
@@ -136,8 +141,11 @@ extension FileDescriptor: Sendable {}
 extension FileDescriptor {
     /// What an open descriptor may do with its file (swift-system's `AccessMode`).
     public enum Access: Sendable {
+        /// `O_RDONLY`.
         case readOnly
+        /// `O_WRONLY`.
         case writeOnly
+        /// `O_RDWR`.
         case readWrite
 
         var flags: Int32 {
@@ -152,7 +160,9 @@ extension FileDescriptor {
     /// How an open behaves (swift-system's `OpenOptions`). Every open of the file layer
     /// adds `O_NOFOLLOW` (a link at the last step is never followed) and `O_CLOEXEC`.
     public struct OpenOptions: OptionSet, Sendable {
+        /// The `O_*` flags.
         public let rawValue: Int32
+        /// Options from their `O_*` flags.
         public init(rawValue: Int32) { self.rawValue = rawValue }
 
         /// Creates the file when nothing is there (`O_CREAT`), with the mode given.

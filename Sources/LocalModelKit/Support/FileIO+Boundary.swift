@@ -53,6 +53,8 @@ extension FileIO {
     /// Opens a file below `root` without following any link on the way: every folder
     /// from `root` down is opened `O_DIRECTORY | O_NOFOLLOW`, the file itself `O_NOFOLLOW`.
     /// - Parameters:
+    ///   - path: the file, inside `root`.
+    ///   - root: the folder the path must stay inside (the store).
     ///   - access: what the descriptor may do with the file.
     ///   - options: `.create` for a file that may be absent, `[.create, .exclusiveCreate]`
     ///     for one that must not exist yet.

@@ -32,7 +32,11 @@ extension FileIO {
     /// written through), fsynced when copied, and `renameat` over the destination.
     ///
     /// - Parameters:
-    ///   - avoiding: a folder never to enter on the way to `destination` (`mirror`: the
+    ///   - source: the file to link or copy, inside `sourceRoot`.
+    ///   - sourceRoot: the folder the source must stay inside.
+    ///   - destination: where the file goes, inside `root`.
+    ///   - root: the folder the destination must stay inside.
+    ///   - forbidden: a folder never to enter on the way to `destination` (`mirror`: the
     ///     store); checked by device and inode at every step, `root` included.
     /// - Throws: `BoundaryError`, saying which link, folder or call stopped it.
     public static func linkOrCopy(_ source: String, within sourceRoot: String, to destination: String,

@@ -6,13 +6,19 @@ import Darwin
 
 /// What stands at a path: the file type of `stat`'s `st_mode`, by name.
 public enum FileKind: Sendable, Hashable {
+    /// A regular file.
     case regular
+    /// A folder.
     case directory
+    /// A symbolic link (never followed inside the store).
     case symbolicLink
     /// A named pipe.
     case fifo
+    /// A character device (a terminal, `/dev/null`).
     case characterDevice
+    /// A block device (a disk).
     case blockDevice
+    /// A Unix-domain socket.
     case socket
     /// A type this system has and the others do not (a Solaris door, a whiteout).
     case other
@@ -36,7 +42,9 @@ public enum FileKind: Sendable, Hashable {
 /// A file's identity on this machine, its device and inode: two names of one file, or a
 /// folder reached by two spellings (a link, a bind mount, `..`), have the same one.
 public struct FileIdentity: Sendable, Hashable {
+    /// `st_dev`: the filesystem.
     public var device: UInt64
+    /// `st_ino`: the file within it.
     public var inode: UInt64
 
     init(_ st: stat) {
@@ -44,6 +52,7 @@ public struct FileIdentity: Sendable, Hashable {
         inode = UInt64(truncatingIfNeeded: st.st_ino)
     }
 
+    /// An identity from its two numbers (as the records keep a switch's tree).
     public init(device: UInt64, inode: UInt64) {
         self.device = device
         self.inode = inode
@@ -52,7 +61,9 @@ public struct FileIdentity: Sendable, Hashable {
 
 /// A moment a file system recorded: seconds since 1970 and the nanoseconds after them.
 public struct FileTimestamp: Sendable, Hashable {
+    /// Whole seconds since 1970.
     public var seconds: Int64
+    /// Nanoseconds after them (0 ..< 1,000,000,000).
     public var nanoseconds: Int64
 
     init(_ time: timespec) {
@@ -67,6 +78,7 @@ public struct FileTimestamp: Sendable, Hashable {
 /// Returned by `FileIO.status(_:)` (the path itself, a link not followed),
 /// `FileDescriptor.status()` (what is open) and the walks below a root.
 public struct FileStatus: Sendable, Equatable {
+    /// What stands there: a regular file, a folder, a link, …
     public var kind: FileKind
     /// The permission bits (`st_mode & 0o7777`): `0o644`, `0o600`.
     public var permissions: mode_t
@@ -77,6 +89,7 @@ public struct FileStatus: Sendable, Equatable {
     public var allocatedBytes: Int64
     /// How many names the file has (more than one: hard-linked, its bytes shared).
     public var linkCount: Int
+    /// Its device and inode.
     public var identity: FileIdentity
     /// The last change of the file's bytes.
     public var modified: FileTimestamp

@@ -9,7 +9,9 @@
 
 /// A parsed JSON document node.
 public enum JSONValue: Sendable, Equatable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// An integer literal that fits in `Int64`.
     case int(Int64)
@@ -17,11 +19,14 @@ public enum JSONValue: Sendable, Equatable {
     case double(Double)
     /// An integer literal outside `Int64`; kept as text so it can be reported.
     case bigInteger(String)
+    /// A string, unescaped.
     case string(String)
+    /// An array, in document order.
     case array([JSONValue])
     /// Members in document order. Keys are unique (the parser rejects duplicates).
     case object([(key: String, value: JSONValue)])
 
+    /// Equal values of the same case; objects compare their members in order.
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
@@ -59,9 +64,13 @@ public enum JSONValue: Sendable, Equatable {
 
 /// Why a text is not JSON, with where.
 public struct JSONParseError: Error, Equatable, CustomStringConvertible {
+    /// What is wrong ("expected ',' or '}'").
     public var message: String
+    /// The line where it is, from 1.
     public var line: Int
+    /// The column (in bytes) where it is, from 1.
     public var column: Int
+    /// `line L, column C: message`.
     public var description: String { "line \(line), column \(column): \(message)" }
 }
 
@@ -70,8 +79,14 @@ public struct JSONParser {
     /// Deepest nesting accepted; a catalog needs 5.
     public var maxDepth = 64
 
+    /// A parser with the default limits.
     public init() {}
 
+    /// Parses one JSON document (RFC 8259) from UTF-8 bytes.
+    /// - Parameter bytes: the whole document.
+    /// - Returns: its value; integers that fit `Int64` stay exact.
+    /// - Throws: ``JSONParseError`` with the line and column of the first problem
+    ///   (a duplicate key, nesting past ``maxDepth``, anything after the value).
     public func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
         // The reader walks a buffer pointer that lives only for this call: no bounds check or
         // reference count per byte.
@@ -86,6 +101,10 @@ public struct JSONParser {
         return try result.get()
     }
 
+    /// Parses one JSON document from text.
+    /// - Parameter text: the whole document.
+    /// - Returns: its value.
+    /// - Throws: ``JSONParseError`` at the first problem.
     public func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         try parse(Array(text.utf8))
     }

@@ -72,14 +72,23 @@ extension JSONValue {
 extension JSONValue: ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, ExpressibleByStringLiteral,
     ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral, ExpressibleByNilLiteral
 {
+    /// An object whose members keep the literal's order.
     public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(elements.map { (key: $0.0, value: $0.1) }) }
+    /// An array.
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    /// A string.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// `true` or `false`.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// An integer.
     public init(integerLiteral value: Int64) { self = .int(value) }
+    /// `null`.
     public init(nilLiteral: ()) { self = .null }
 
+    /// An integer.
     public init(_ value: Int) { self = .int(Int64(value)) }
+    /// An integer.
     public init(_ value: Int64) { self = .int(value) }
+    /// A string, or `null` for nil.
     public init(_ value: String?) { self = value.map { .string($0) } ?? .null }
 }

@@ -6,16 +6,20 @@ import Darwin
 
 /// A failed system call, with the errno and what was being attempted.
 public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The `errno` (0 for an error that did not come from a system call).
     public var errno: Int32
     /// "open /x/records.sqlite3: No such file or directory".
     public var message: String
+    /// The ``message``.
     public var description: String { message }
 
+    /// A failure of the call `what` ("open /x/records.sqlite3"), with `strerror`'s words.
     public init(errno: Int32, _ what: String) {
         self.errno = errno
         self.message = "\(what): \(String(cString: strerror(errno)))"
     }
 
+    /// A failure described in full by `message`.
     public init(message: String, errno: Int32 = 0) {
         self.errno = errno
         self.message = message

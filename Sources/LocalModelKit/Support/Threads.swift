@@ -16,6 +16,7 @@ public enum Threads {
         private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
+        /// A new, unlocked mutex and its condition.
         public init() {
             pthread_mutex_init(mutex, nil)
             pthread_cond_init(condition, nil)
@@ -28,7 +29,9 @@ public enum Threads {
             mutex.deallocate()
         }
 
+        /// Takes the mutex, waiting for it.
         public func lock() { pthread_mutex_lock(mutex) }
+        /// Releases the mutex.
         public func unlock() { pthread_mutex_unlock(mutex) }
 
         /// Runs `body` holding the lock.
@@ -55,11 +58,15 @@ public enum Threads {
             _ = pthread_cond_timedwait(condition, mutex, &deadline)
         }
 
+        /// Wakes every thread in ``wait()``; call it holding the lock, after changing the condition.
         public func broadcast() { pthread_cond_broadcast(condition) }
     }
 
     /// Runs `body` on a thread of its own (a download's blocking transfer, the hash worker).
-    /// - Parameter stackSize: bytes of stack; the transfer's callbacks need little.
+    /// - Parameters:
+    ///   - name: the thread's name, as `top -H` and a debugger show it.
+    ///   - stackSize: bytes of stack; the transfer's callbacks need little.
+    ///   - body: the work; the thread ends when it returns.
     public static func start(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void) {
         if !tryStart(name: name, stackSize: stackSize, body) {
             // No thread: run it here rather than never (a process at its thread limit).
@@ -129,6 +136,7 @@ public final class Locked<Value>: @unchecked Sendable {
     private let lock = Threads.Lock()
     private var value: Value
 
+    /// Guards `value`.
     public init(_ value: Value) { self.value = value }
 
     /// Runs `body` with the value, holding the lock.

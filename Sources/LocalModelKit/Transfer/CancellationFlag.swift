@@ -7,10 +7,13 @@ public final class CancellationFlag: @unchecked Sendable {
     private var cancelled = false
     private var waker: CurlWaker?
 
+    /// A flag not set yet.
     public init() {}
 
+    /// Whether ``cancel()`` was called.
     public var isCancelled: Bool { lock.withLock { cancelled } }
 
+    /// Sets the flag and wakes the transfer's poll, so it stops within a poll interval.
     public func cancel() {
         // Woken under the lock: `attach(nil)` waits for it, and the session frees its multi
         // handle only after `attach(nil)` returned, so a wake never reaches a freed handle.

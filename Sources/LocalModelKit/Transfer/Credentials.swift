@@ -12,8 +12,11 @@ public enum SourceAuth: String, Sendable, CaseIterable {
 /// not in an interpolated error. Only the transfer reads it, to build a request header.
 public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     let value: String
+    /// Always `<redacted>`.
     public var description: String { "<redacted>" }
+    /// Always `<redacted>`, in a debugger too.
     public var debugDescription: String { "<redacted>" }
+    /// A mirror with no children, so reflection (`dump`, a debugger) shows nothing of it.
     public var customMirror: Swift.Mirror { Swift.Mirror(self, children: []) }
 }
 
@@ -33,6 +36,7 @@ public struct HuggingFaceToken: Sendable, Equatable {
     /// The token file (read when no variable holds a token), and the variable that named it
     /// (`HF_TOKEN_PATH`, `HF_HOME`, `XDG_CACHE_HOME`, or `HOME` for the default).
     public let file: String?
+    /// The variable that named ``file`` (see above), for messages that say what to change.
     public let fileNamedBy: String
     /// The Hub client's record of its logins (`stored_tokens` beside the token file): which
     /// name a token was saved under, and when an OAuth login expires.
@@ -40,6 +44,9 @@ public struct HuggingFaceToken: Sendable, Equatable {
     /// `HF_HUB_DISABLE_IMPLICIT_TOKEN` is set: no token is ever sent.
     public let disabled: Bool
 
+    /// Where the token is for this environment. Nothing is read yet: the file is read when
+    /// a request needs the token.
+    /// - Parameter environment: the process environment (a value, so tests give their own).
     public init(environment: [String: String]) {
         disabled = EnvironmentFlag.isTrue(environment["HF_HUB_DISABLE_IMPLICIT_TOKEN"])
         var found: (String, String)?
@@ -233,10 +240,13 @@ public struct StoredLogin: Sendable, Equatable {
 /// The netrc file libcurl reads for every request (login and password per machine, as curl
 /// reads it): `$NETRC`, else `~/.netrc`.
 public struct NetrcFile: Sendable, Equatable {
+    /// The file's path, whether it exists or not; nil when no home folder is known.
     public let path: String?
     /// `NETRC`, or `HOME` for the default.
     public let namedBy: String
 
+    /// The netrc file of this environment (nothing is read).
+    /// - Parameter environment: the process environment.
     public init(environment: [String: String]) {
         if let path = environment["NETRC"], !path.isEmpty {
             (self.path, namedBy) = (path, "NETRC")
@@ -255,13 +265,17 @@ public struct NetrcFile: Sendable, Equatable {
 /// The credentials a transfer may use: the Hugging Face token for the origins of the sources
 /// that ask for it, netrc for every request.
 public struct TransferCredentials: Sendable, Equatable {
+    /// Where the Hugging Face token is.
     public var huggingFace: HuggingFaceToken
+    /// The netrc file every request may take a login from.
     public var netrc: NetrcFile
     /// Origins (`URLOrigin`) whose requests carry the Hugging Face token: those of the sources
     /// with `"auth": "huggingface"` of the model being fetched (set by the engine, never
     /// from a redirect or a mirror).
     public var bearerOrigins: Set<String> = []
 
+    /// The credentials' places for this environment, with no origin taking the token yet.
+    /// - Parameter environment: the process environment.
     public init(environment: [String: String]) {
         huggingFace = HuggingFaceToken(environment: environment)
         netrc = NetrcFile(environment: environment)
@@ -339,6 +353,8 @@ public enum CredentialSent: Sendable, Equatable {
 /// https, 80 for http), any userinfo dropped. Two URLs with the same origin are the same
 /// server as far as credentials go (RFC 6454).
 public enum URLOrigin {
+    /// The origin of `url` (`https://huggingface.co:443`), or nil when it is not an http(s)
+    /// URL with a host.
     public static func of(_ url: String) -> String? {
         let b = Array(url.utf8)
         guard let schemeEnd = schemeEnd(b) else { return nil }
@@ -389,6 +405,7 @@ public struct CredentialReport: Sendable, Equatable {
     public var sources: [String]
     /// Whether a Hugging Face token / a netrc file was found.
     public var huggingFaceToken: String?
+    /// The netrc file in use, when one exists.
     public var netrcFile: String?
     /// Token or netrc files readable by the group or by others: each one a warning.
     public var exposedFiles: [String]
@@ -400,7 +417,10 @@ public struct CredentialReport: Sendable, Equatable {
     /// Said without failing the check (the expired login).
     public var warnings: [String]
 
-    /// - Parameter now: seconds since 1970, against which a stored login's `expires_at` is read.
+    /// Looks at the places (never printing a credential).
+    /// - Parameters:
+    ///   - environment: the process environment.
+    ///   - now: seconds since 1970, against which a stored login's `expires_at` is read.
     public init(environment: [String: String], now: Double = SystemClock.wallSeconds()) {
         let hf = HuggingFaceToken(environment: environment)
         let netrc = NetrcFile(environment: environment)
@@ -584,15 +604,21 @@ enum EnvironmentFlag {
 /// `$VAR`, `${VAR}`), the defaults built from the home included; an empty variable counts
 /// as unset. Nil where a default needs a home folder and none is known.
 public struct HubClientPaths: Sendable, Equatable {
+    /// The Hub client's home folder (`$HF_HOME`, …), expanded.
     public let home: String?
     /// The variable that decided `home`: `HF_HOME`, `XDG_CACHE_HOME`, or `HOME` for the default.
     public let homeNamedBy: String
+    /// The token file, expanded.
     public let tokenFile: String?
     /// `HF_TOKEN_PATH`, else `homeNamedBy`.
     public let tokenFileNamedBy: String
+    /// `stored_tokens` beside the token file: the client's record of its logins.
     public let storedTokensFile: String?
+    /// The hub cache folder (`models--ORG--REPO/` inside), expanded.
     public let hubCache: String?
 
+    /// The places for this environment (nothing is read).
+    /// - Parameter environment: the process environment.
     public init(environment: [String: String]) {
         func named(_ key: String) -> String? {
             guard let value = environment[key], !value.isEmpty else { return nil }

@@ -6,6 +6,7 @@ internal import CCurl
 
 /// What a finished easy transfer reported.
 public enum CurlResult: Sendable, Equatable {
+    /// The transfer finished (whatever the HTTP status: the caller reads it).
     case ok
     /// The server did not honour the range (CURLE_RANGE_ERROR).
     case rangeError
@@ -17,6 +18,7 @@ public enum CurlResult: Sendable, Equatable {
     case writeRefused
     /// Redirect to a protocol we do not allow (https → http) or an unsupported scheme.
     case protocolRefused(String)
+    /// More redirects than the policy allows.
     case tooManyRedirects
     /// TLS verification failed: never retried.
     case tlsFailure(String)
@@ -361,5 +363,6 @@ struct CurlWaker: @unchecked Sendable {
 
 /// Library facts for `doctor`.
 public enum TransferLibrary {
+    /// libcurl's version line (`curl_version()`); loads libcurl.
     public static var curlVersion: String { CurlEasy.version }
 }

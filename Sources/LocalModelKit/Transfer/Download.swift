@@ -2,17 +2,32 @@ import FoundationEssentials
 
 /// Where a download is.
 public enum DownloadPhase: String, Sendable {
-    case resolve, download, verify, unpack, install
+    /// Reading the records, checking the space, finding what is already on disk.
+    case resolve
+    /// Fetching bytes (each hashed as it lands).
+    case download
+    /// Checking files already on disk (a resume base, a linked copy) against the catalog.
+    case verify
+    /// Unpacking an archive source (while it downloads, or from the verified file).
+    case unpack
+    /// Making the verified tree durable, renaming it into place and committing the record.
+    case install
 }
 
 /// What a download reports while it runs (the CLI's JSON lines, the richer API).
 public enum DownloadEvent: Sendable, Equatable {
+    /// The download entered this phase.
     case phase(DownloadPhase)
     /// Byte progress; `fraction` is non-decreasing and below 1 until the install commits.
     case progress(bytes: Int64, total: Int64, fraction: Double, bytesPerSecond: Double)
+    /// A transient failure of `file` (`cause`: a reset, a timeout, a 5xx, a 429); attempt
+    /// `attempt` follows after `delay` seconds.
     case retry(file: String, attempt: Int, cause: String, delay: Double)
+    /// `file` moved under 1 KiB/s for the stall timeout: its connection is retried.
     case stall(file: String)
+    /// `file`'s partial data could not be resumed and is fetched again from zero.
     case restarted(file: String, reason: String)
+    /// `file` arrived whole and matched its SHA-256 (or size).
     case fileCompleted(file: String)
     /// A source failed and the next one is tried.
     case sourceFallback(failed: String, reason: String)
@@ -48,6 +63,7 @@ extension DownloadEvent {
 
 /// How a download behaves.
 public struct DownloadOptions: Sendable {
+    /// Retries, timeouts, the rate limit, the CA file, credentials and the network switch.
     public var policy = TransferPolicy()
     /// Replaces the origin (scheme://host:port) of every source URL; `HF_ENDPOINT`
     /// (`policy.hubEndpoint`) is then not used.
@@ -57,6 +73,8 @@ public struct DownloadOptions: Sendable {
     /// Only sources of this kind are tried (`--source`); nil tries the catalog's sources in order.
     public var source: SourceKind?
 
+    /// Options; the defaults are the command's (`TransferPolicy()` reads nothing from the
+    /// environment: ``TransferPolicy/init(environment:)`` does).
     public init(policy: TransferPolicy = TransferPolicy(), mirror: String? = nil, progressInterval: Double = 0.25,
                 source: SourceKind? = nil) {
         self.policy = policy

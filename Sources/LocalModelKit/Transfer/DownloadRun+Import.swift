@@ -2,6 +2,7 @@ import FoundationEssentials
 
 /// What `import` did with one file of the model.
 public struct ImportedFile: Sendable, Equatable {
+    /// What happened to the file (its raw value is the `--json` `outcome`).
     public enum Outcome: String, Sendable {
         /// Hard-linked from the place into the store, and verified.
         case linked
@@ -14,7 +15,9 @@ public struct ImportedFile: Sendable, Equatable {
         /// Found, but its bytes are not the catalog's: refused (the place keeps its copy).
         case mismatch
     }
+    /// The file's catalog path.
     public var path: String
+    /// What happened to it.
     public var outcome: Outcome
     /// Why a file was refused or missed (its size or SHA-256, an unreadable file); for a file
     /// found in the Hugging Face cache other than under its path in the snapshot, how it
@@ -24,6 +27,7 @@ public struct ImportedFile: Sendable, Equatable {
 
 /// What `import` did with a model.
 public struct ImportReport: Sendable, Equatable {
+    /// The model imported.
     public var modelId: String
     /// Where the files were looked for (`LocalCopyPlace.description`).
     public var place: String
@@ -32,11 +36,13 @@ public struct ImportReport: Sendable, Equatable {
     /// found in it by their SHA-256 (`ImportedFile.detail` says how); nil when the place
     /// has no copy of the model.
     public var folder: String?
+    /// Every catalog file, with what happened to it.
     public var files: [ImportedFile]
     /// The model is installed now (or already was).
     public var installed: Bool
     /// It was installed before the import, with exactly these files: nothing was done.
     public var alreadyInstalled: Bool
+    /// The installed folder, when the model is installed.
     public var path: String?
 
     /// The files still to be downloaded (missing or refused).

@@ -1,6 +1,7 @@
 /// `--mirror`: the origin (scheme://host:port) of a URL replaced, its path kept; a path
 /// in the mirror URL is prepended.
 public enum MirrorRewrite {
+    /// `url` with its origin replaced by `mirror`'s (`url` unchanged when `mirror` is nil).
     public static func apply(_ mirror: String?, to url: String) -> String {
         guard let mirror, let afterScheme = url.afterFirst("://") else { return url }
         let path = afterScheme.firstIndex(of: "/").map { String(afterScheme[$0...]) } ?? "/"
@@ -53,6 +54,7 @@ public struct HubEndpoint: Sendable, Equatable {
     }
 }
 
+/// How a catalog path becomes part of a source URL.
 public enum ModelURL {
     /// Percent-encodes a catalog path for a URL (RFC 3986 unreserved characters and '/' stay).
     public static func percentEncode(_ path: String) -> String {

@@ -15,23 +15,29 @@ public struct TransferPolicy: Sendable, Equatable {
     /// for round trips, so they get more connections (up to `maxParallelFiles`); a few big
     /// files keep `parallelFiles`. Over HTTP/2 these are streams on one connection.
     public var adaptiveParallelism = true
+    /// The most files fetched at once when the work adapts (`adaptiveParallelism`).
     public var maxParallelFiles = 16
     /// Seconds under `lowSpeedLimitBytesPerSecond` before a transfer counts as stalled (P4).
     public var stallTimeout: Double = 30
+    /// The speed under which a transfer counts as stalled (1 KiB/s).
     public var lowSpeedLimitBytesPerSecond = 1024
+    /// Seconds a connection (TCP and TLS) may take.
     public var connectTimeout: Double = 20
+    /// Redirects followed per request (P10: at most 5, never from https to http).
     public var maxRedirects = 5
     /// Attempts in a row that made no progress before giving up. An attempt that moved
     /// bytes resets the count, so a flaky link still finishes.
     public var retryBudget = 6
     /// First backoff delay; doubles each time, up to `maxBackoff`, with ±20% jitter.
     public var baseBackoff: Double = 1
+    /// The longest backoff between two attempts, in seconds.
     public var maxBackoff: Double = 60
     /// The longest `Retry-After` honoured; a server asking for more fails the download as
     /// temporary (exit 75) with the server's delay in the message.
     public var maxRetryAfter: Double = 300
     /// Bytes per second for the whole download, nil for no limit (prefetch's `--rate-limit`).
     public var maxBytesPerSecond: Int64?
+    /// The `User-Agent` of every request.
     public var userAgent = "glasses-local/0.1 (+https://extentos.dev)"
     /// Extra trust for a private mirror or a TLS-intercepting proxy: a PEM bundle used
     /// instead of the system's. Defaults to `$EXTENTOS_CA_FILE`, else curl's own
@@ -49,6 +55,9 @@ public struct TransferPolicy: Sendable, Equatable {
     /// mirror), unless a `--mirror` replaces every origin. Nil when unset.
     public var hubEndpoint: HubEndpoint?
 
+    /// The defaults, with what the environment decides: the CA file, the credentials'
+    /// places, the network switch and `HF_ENDPOINT`.
+    /// - Parameter environment: the process environment (tests give their own).
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         caFile = [environment["EXTENTOS_CA_FILE"], environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]]
             .compactMap { $0 }.first { !$0.isEmpty }
@@ -91,6 +100,7 @@ public struct TransferPolicy: Sendable, Equatable {
 
 /// A failure of the transfer layer itself (not of a server or a file).
 public enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
+    /// libcurl could not be loaded or could not start a transfer (the message says which).
     case setup(String)
     /// The CA file (`EXTENTOS_CA_FILE`, `CURL_CA_BUNDLE`, `SSL_CERT_FILE`) cannot be read
     /// as a regular file.
@@ -110,6 +120,7 @@ public enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
     /// `HF_ENDPOINT` (`value`, trailing `/` stripped) is not a URL this tool fetches from.
     case hubEndpoint(value: String, problem: String)
 
+    /// What failed and what to set or fix.
     public var description: String {
         switch self {
         case .setup(let message): return "network layer: \(message)"
@@ -146,6 +157,8 @@ public struct ProxyEnvironment: Sendable, Equatable {
     /// Set but ignored by libcurl: `HTTP_PROXY` without `http_proxy`.
     public var ignoredUppercaseHTTP: Bool
 
+    /// The proxy settings of this environment, passwords hidden.
+    /// - Parameter environment: the process environment.
     public init(environment: [String: String]) {
         func first(_ names: [String]) -> String? {
             names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }

@@ -4,12 +4,14 @@
 public struct FileRequest: Sendable, Equatable {
     /// The catalog path (or a label like "archive"), for messages and events.
     public var name: String
+    /// The URL asked first (https, or plain http to loopback); redirects are followed from it.
     public var url: String
     /// Where the bytes accumulate; kept across runs for byte-level resume.
     public var partialPath: String
     /// The folder `partialPath` must stay inside (the store): every folder below it is
     /// opened without following links, and so is the file (P11).
     public var boundary: String
+    /// The file's exact size in bytes: never more is written (or the cap, see ``sizeIsLimit``).
     public var size: Int64
     /// When true, `size` is a cap, not the length: the file is whatever the server sends,
     /// at most `size` bytes (small metadata such as a catalog and its signature, whose
@@ -19,8 +21,11 @@ public struct FileRequest: Sendable, Equatable {
     public var sha256: String?
     /// Validators the server gave last time, for `If-Range`.
     public var etag: String?
+    /// The `Last-Modified` the server gave last time: the `If-Range` when there is no
+    /// strong ETag.
     public var lastModified: String?
 
+    /// A request for one file; the validators of an earlier attempt make it a resume.
     public init(name: String, url: String, partialPath: String, boundary: String, size: Int64, sha256: String?,
                 etag: String? = nil, lastModified: String? = nil, sizeIsLimit: Bool = false) {
         self.name = name
@@ -47,6 +52,7 @@ public struct FileRequest: Sendable, Equatable {
 public enum FileOutcome: Sendable, Equatable {
     /// Complete, `size` bytes, hash computed while streaming.
     case completed(sha256: String, etag: String?, lastModified: String?)
+    /// It failed for this reason (the partial kept or discarded as the reason says).
     case failed(FileFailure)
 }
 
@@ -72,7 +78,9 @@ public enum FileFailure: Sendable, Equatable {
     /// 401 or 403 from the source's own origin: a credential is needed, or the one sent
     /// (`sent`) was refused.
     case authRequired(Int, url: String, sent: CredentialSent)
+    /// A system call on the partial file failed.
     case system(SystemError)
+    /// The run was cancelled; the partial is kept for a resume.
     case cancelled
 }
 
@@ -101,16 +109,24 @@ protocol PartialFileReader: AnyObject {
 public enum TransferEvent: Sendable, Equatable {
     /// The partial could not serve as a resume base and starts again from zero.
     case restarted(file: String, reason: String)
+    /// A transient failure (`cause`: a reset, a timeout, a 5xx or 429); attempt `attempt`
+    /// follows after `delay` seconds (`Retry-After` honoured).
     case retry(file: String, attempt: Int, cause: String, delay: Double)
+    /// Under 1 KiB/s for the stall timeout: the connection is dropped and retried.
     case stalled(file: String)
+    /// The file arrived whole, and its bytes hash to `sha256`.
     case completed(file: String, sha256: String)
 }
 
 /// A server's validators for one file, kept for the next attempt's `If-Range`.
 public struct FileValidators: Sendable, Equatable {
+    /// The request's name (the catalog path).
     public var name: String
+    /// The file's size, as requested.
     public var size: Int64
+    /// The ETag of the answer that carried the bytes (never a redirect's).
     public var etag: String?
+    /// The `Last-Modified` of that answer.
     public var lastModified: String?
 }
 
@@ -119,6 +135,7 @@ public struct FileValidators: Sendable, Equatable {
 /// The session is the only one that knows these; nothing above it `stat`s a partial file
 /// to learn them again.
 public struct TransferTick: Sendable, Equatable {
+    /// Why this tick was sent.
     public enum Reason: Sendable, Equatable {
         /// The regular tick (the one progress throttle).
         case scheduled
@@ -127,10 +144,13 @@ public struct TransferTick: Sendable, Equatable {
         /// The session ended; whatever is pending goes now.
         case final
     }
+    /// Why it was sent.
     public var reason: Reason
     /// Bytes of every requested file on disk (verified resume bases and new bytes).
     public var presentBytes: Int64
+    /// Bytes of every requested file once complete.
     public var totalBytes: Int64
+    /// Validators that arrived since the last tick, to persist for the next resume.
     public var validators: [FileValidators]
 }
 

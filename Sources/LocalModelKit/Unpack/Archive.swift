@@ -16,17 +16,22 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
     case unlistedTooBig(path: String, size: Int64)
     /// A file whose size differs from the catalog's (or that would exceed it: a bomb).
     case sizeMismatch(path: String, expected: Int64, actual: Int64)
+    /// A file whose SHA-256 differs from the catalog's.
     case hashMismatch(path: String, expected: String, actual: String)
     /// Catalog files the archive did not contain.
     case missingFiles([String])
     /// More entries than the catalog allows.
     case tooManyEntries(Int)
+    /// The disk filled up while writing `path`.
     case noSpace(path: String)
+    /// A system call failed while writing the tree.
     case system(SystemError)
+    /// The download was cancelled.
     case cancelled
     /// The bytes being unpacked stopped being the download's (it restarted or failed).
     case abandoned(String)
 
+    /// What was wrong with the archive (or the disk), for the refusal's message.
     public var description: String {
         switch self {
         case .unreadable(let m): return "the archive cannot be read: \(m)"
