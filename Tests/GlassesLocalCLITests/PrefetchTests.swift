@@ -65,7 +65,10 @@ struct PrefetchTests {
     @Test("the window closes mid-download: the partial is kept, exit 0 with a line; the next run resumes")
     func windowClosesMidDownload() throws {
         let s = try Setup(); defer { s.w.remove() }
-        let r = try s.prefetch(["--window", "01:00-06:00"], catalog: s.slow, env: ["EXTENTOS_NOW": "2026-12-01T05:59:59"])
+        // The window closes 3 s into the run; the transfer, held to 32 KiB/s, would take 32 s:
+        // only the window can end it, however slow the machine is to start the run.
+        let r = try s.prefetch(["--window", "01:00-06:00", "--rate-limit", "32768"], catalog: s.slow,
+                               env: ["EXTENTOS_NOW": "2026-12-01T05:59:57"])
         #expect(r.status == 0 && r.stdout.contains("the window 01:00-06:00 closed; pf stopped cleanly"), "\(r)")
         let kept = s.w.bytesUnder(s.w.partialRoot + "/pf")
         #expect(try kept > 0 && (!s.installed()), "partial kept: \(s.w.leftovers)")
