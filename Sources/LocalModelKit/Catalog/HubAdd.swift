@@ -2,17 +2,20 @@ import FoundationEssentials
 
 /// What `add` is asked to do.
 public struct HubAddRequest: Sendable, Equatable {
+    /// The repository and the revision to pin.
     public var reference: HubReference
     /// The catalog id; nil for `UserCatalog.defaultId(for:)` (`hf-ORG-REPO`).
     public var id: String?
     /// The name `list` shows; nil for `ORG/REPO`.
     public var displayName: String?
+    /// Which of the repository's files the entry takes.
     public var selection: HubFileSelection
     /// Whether `autoChoice` may pick it (false unless asked).
     public var autoEligible: Bool
     /// Replace an entry added before under the same id.
     public var force: Bool
 
+    /// A request; only `reference` is needed, the rest has the defaults `add` documents.
     public init(reference: HubReference, id: String? = nil, displayName: String? = nil,
                 selection: HubFileSelection = HubFileSelection(), autoEligible: Bool = false, force: Bool = false) {
         self.reference = reference
@@ -26,6 +29,7 @@ public struct HubAddRequest: Sendable, Equatable {
 
 /// One file of the entry `add` wrote, and where its SHA-256 came from.
 public struct AddedFile: Sendable, Equatable {
+    /// Where a file's SHA-256 came from.
     public enum HashSource: String, Sendable {
         /// The Hub's `lfs.sha256` (or, read from the cache, the LFS blob's name).
         case lfs
@@ -35,17 +39,24 @@ public struct AddedFile: Sendable, Equatable {
         /// `add` hashes).
         case sizeOnly
     }
+    /// Its path in the repository and in the install folder.
     public var path: String
+    /// Its size in bytes, as the Hub lists it.
     public var size: Int64
+    /// Its SHA-256, when one is known (`hashSource`).
     public var sha256: String?
+    /// Where `sha256` came from.
     public var hashSource: HashSource
 }
 
 /// A file of the repository `add` left out, and why.
 public struct SkippedFile: Sendable, Equatable {
+    /// Its path in the repository.
     public var path: String
+    /// Why it was left out (a never-taken kind, an `--exclude` glob, …).
     public var reason: String
 
+    /// A skipped file and the reason.
     public init(path: String, reason: String) {
         self.path = path
         self.reason = reason
@@ -56,11 +67,15 @@ public struct SkippedFile: Sendable, Equatable {
 public struct HubAddResult: Sendable, Equatable {
     /// The entry written to the store's catalog (`origin == .user`).
     public var model: CatalogModel
+    /// The repository and the revision asked for.
     public var reference: HubReference
     /// The commit the revision was pinned to.
     public var commit: String
+    /// The memory estimate behind the entry's `requiredMb`.
     public var estimate: MemoryEstimate
+    /// The files the entry lists.
     public var files: [AddedFile]
+    /// The repository's files left out, and why.
     public var skipped: [SkippedFile]
     /// The safetensors files whose headers were read.
     public var safetensors: [String]
@@ -71,11 +86,13 @@ public struct HubAddResult: Sendable, Equatable {
     /// Where the repository was read: the Hub's URL, or the snapshot folder in the Hugging
     /// Face cache (offline).
     public var readFrom: String
+    /// The repository was read from the Hugging Face cache, with no connection (offline).
     public var fromCache: Bool
 }
 
 /// What `removeUserModel` did.
 public struct UserModelRemoval: Sendable, Equatable {
+    /// The id of the entry removed from the store's catalog.
     public var modelId: String
     /// Its installed files, partial data and record (`delete`).
     public var deleted: DeleteResult

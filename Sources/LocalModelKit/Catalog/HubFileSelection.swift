@@ -6,7 +6,9 @@
 /// `ignore_patterns`): matched against the whole path, `*` crossing `/`, a pattern ending
 /// with `/` meaning everything under that folder.
 public struct HubFileSelection: Sendable, Equatable {
+    /// Globs of files to take beside the defaults (`--include`), even of kinds never taken otherwise.
     public var include: [String]
+    /// Globs of files to leave out (`--exclude`); they win over everything.
     public var exclude: [String]
 
     /// What is taken when no glob says otherwise.

@@ -26,6 +26,8 @@ public struct MemoryEstimate: Sendable, Equatable {
     /// What the runtime itself takes, beside the model.
     public static let overheadMb = 100
 
+    /// The estimate of `weightsBytes` of weights and the KV cache of `kvCache` (none: no
+    /// allowance, `kvCacheNote` says why). Throws when a number leaves 64 bits.
     public init(weightsBytes: Int64, kvCache: KVCacheShape?, kvCacheNote: String? = nil) throws(EstimateOverflow) {
         var kv: Int64 = 0
         if let kvCache {
@@ -59,6 +61,7 @@ public struct EstimateOverflow: Error, Sendable, Equatable {}
 
 /// The shape of a model's KV cache, from its config.json.
 public struct KVCacheShape: Sendable, Equatable {
+    /// `num_hidden_layers`.
     public var layers: Int64
     /// `num_key_value_heads`, else `num_attention_heads`.
     public var kvHeads: Int64
@@ -68,6 +71,7 @@ public struct KVCacheShape: Sendable, Equatable {
     /// also sees images keeps its language model's numbers there).
     public var from: String
 
+    /// A cache of `layers` layers of `kvHeads` heads of `headDim` values each.
     public init(layers: Int64, kvHeads: Int64, headDim: Int64, from: String = "config.json") {
         self.layers = layers
         self.kvHeads = kvHeads

@@ -11,14 +11,19 @@ public struct SafetensorsHeader: Sendable, Equatable {
     /// The largest header read: the format's own limit (100 MB).
     public static let maxHeaderBytes: Int64 = 100_000_000
 
+    /// One tensor the header describes.
     public struct Tensor: Sendable, Equatable {
+        /// Its name (`model.layers.0.mlp.up_proj.weight`).
         public var name: String
+        /// Its element type (`BF16`, `F16`, `U32`, …).
         public var dtype: String
+        /// Its dimensions.
         public var shape: [Int64]
         /// Bytes of the tensor's data (`data_offsets[1] - data_offsets[0]`).
         public var bytes: Int64
     }
 
+    /// Every tensor, in the header's order.
     public var tensors: [Tensor]
     /// `__metadata__`, when the header has one.
     public var metadata: [String: String]
@@ -126,7 +131,10 @@ public struct SafetensorsHeader: Sendable, Equatable {
 /// Why a file from outside (a safetensors header, a config.json, the Hub's answer) cannot
 /// be used: a sentence naming what is wrong, for the message that names the file.
 public struct ReadProblem: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What is wrong, as a sentence.
     public var reason: String
+    /// A problem stated as `reason`.
     public init(_ reason: String) { self.reason = reason }
+    /// `reason`.
     public var description: String { reason }
 }

@@ -6,6 +6,7 @@
 /// A file that fails validation is named in a warning and ignored; the signed catalog keeps
 /// working.
 public enum UserCatalog {
+    /// The file's name in the store folder.
     public static let fileName = "user-catalog.json"
 
     /// Where a store keeps it.

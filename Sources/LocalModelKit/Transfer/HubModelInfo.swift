@@ -3,11 +3,14 @@
 
 /// A repository and the revision asked for: `org/repo` at `main`.
 public struct HubReference: Sendable, Equatable, CustomStringConvertible {
+    /// The owner: a user or an organisation (`ORG`).
     public var organization: String
+    /// The repository's name (`REPO`).
     public var name: String
     /// A branch, a tag or a commit; `main` when none was named.
     public var revision: String
 
+    /// `organization/name` at `revision`.
     public init(organization: String, name: String, revision: String = "main") {
         self.organization = organization
         self.name = name
@@ -17,6 +20,7 @@ public struct HubReference: Sendable, Equatable, CustomStringConvertible {
     /// `ORG/REPO`.
     public var repository: String { organization + "/" + name }
 
+    /// `ORG/REPO@REV`.
     public var description: String { repository + "@" + revision }
 
     /// The forms a person writes: `hf://ORG/REPO[@REV]`, `ORG/REPO[@REV]`, or the page's
@@ -124,10 +128,12 @@ private extension String {
 public struct HubFile: Sendable, Equatable {
     /// Its path in the repository (`rfilename`).
     public var path: String
+    /// Its size in bytes.
     public var size: Int64
     /// The SHA-256 of a Git LFS file (`lfs.sha256`); nil for a file kept in Git itself.
     public var lfsSHA256: String?
 
+    /// A file at `path` of `size` bytes, with its LFS SHA-256 when it has one.
     public init(path: String, size: Int64, lfsSHA256: String?) {
         self.path = path
         self.size = size
@@ -140,8 +146,10 @@ public struct HubFile: Sendable, Equatable {
 public struct HubRepositoryFiles: Sendable, Equatable {
     /// The 40-hex commit (`sha`).
     public var commit: String
+    /// Every file of the revision.
     public var files: [HubFile]
 
+    /// A revision's commit and its files.
     public init(commit: String, files: [HubFile]) {
         self.commit = commit
         self.files = files
