@@ -145,22 +145,34 @@ public enum ExtentosLocalTier {
 
     /// Makes the local tier known to the SDK. Call it before `Extentos.create(config:)`:
     /// an instance created earlier keeps serving from the cloud, and a diagnostic naming
-    /// that `create` call is printed and kept in `Extentos.diagnostics`.
+    /// that `create` call and this one (both read from the call stack) is printed and kept
+    /// in `Extentos.diagnostics`.
+    ///
+    /// As upstream's, it sets `LocalTierRegistry.autoResolver`, the SDK core's seam for
+    /// `local-auto`: this tier's ``autoChoice()`` as an `AutoResolution` (served remotely,
+    /// every rung's weights count as present).
     ///
     /// Free: no I/O. The store is opened by the first ``models()`` or ``autoChoice()``.
-    /// Calling it again, or from several threads at once, changes nothing.
-    ///
-    /// Upstream's signature, so `let setUp: () -> Void = ExtentosLocalTier.register` works.
-    /// A plain call cannot know where it was made: ``register(fileID:line:)`` has the
-    /// diagnostic name the `register` call too.
+    /// Calling it again, or from several threads at once, changes nothing. Upstream's
+    /// signature, its only declaration: `let setUp = ExtentosLocalTier.register` compiles.
     public static func register() {
+        LocalTierRegistry.autoResolver = { servedRemotely in resolve(servedRemotely: servedRemotely) }
         LocalTierRegistry.register(models: Tier(), site: nil)
     }
 
-    /// ``register()``, naming its call site for the late-registration diagnostic:
-    /// `ExtentosLocalTier.register(fileID: #fileID, line: #line)`.
-    public static func register(fileID: String, line: Int) {
-        LocalTierRegistry.register(models: Tier(), site: "\(fileID):\(line)")
+    /// `local-auto` for upstream's seam: the engine's decision without this package's
+    /// extras. A store that cannot be read resolves to the cloud (`noEligibleRungs`), and
+    /// ``storeProblem`` says why.
+    static func resolve(servedRemotely: Bool) -> AutoResolution {
+        let decision: AutoDecision
+        do {
+            decision = try engine().autoChoice(servedRemotely: servedRemotely)
+        } catch {
+            note(error)
+            return .cloud(reason: .noEligibleRungs, downloadTarget: nil)
+        }
+        if let modelId = decision.modelId { return .local(modelId: modelId) }
+        return .cloud(reason: decision.cloudReason.map(CloudFallbackReason.init) ?? .noEligibleRungs, downloadTarget: decision.downloadTarget)
     }
 
     /// The LLM ladder with its install state, as the upstream SDK answers: the models an
@@ -226,15 +238,18 @@ public enum ExtentosLocalTier {
     ///   every other failure as ``EngineError`` (`insufficientStorage`, `busy`,
     ///   `integrityMismatch`, `temporary`, `cancelled`, …). Nothing is ever left half-installed.
     public static func download(modelId: String, onProgress: @escaping @Sendable (Double) -> Void = { _ in }) async throws {
-        try await download(modelId: modelId, options: DownloadOptions()) { event in
+        try await downloadWithEvents(modelId: modelId, options: DownloadOptions()) { event in
             if case .progress(_, _, let fraction, _) = event { onProgress(fraction) }
         }
     }
 
-    /// The richer form: every event (phase, bytes, total, rate, retries with their cause,
-    /// stalls, done) as the download runs.
-    public static func download(modelId: String, options: DownloadOptions,
-                                onEvent: @escaping @Sendable (DownloadEvent) -> Void) async throws {
+    /// ``download(modelId:onProgress:)`` with every event (phase, bytes, total, rate,
+    /// retries with their cause, stalls, done) as the download runs, and the transfer's
+    /// options. A name of its own: upstream's `download` has one declaration, so
+    /// `let fetch = ExtentosLocalTier.download` compiles.
+    /// - Throws: as ``download(modelId:onProgress:)``.
+    public static func downloadWithEvents(modelId: String, options: DownloadOptions,
+                                          onEvent: @escaping @Sendable (DownloadEvent) -> Void) async throws {
         do {
             _ = try await engine().download(modelId: modelId, options: options, onEvent: onEvent)
         } catch {

@@ -7,18 +7,13 @@ import LocalModelKit
 public enum ExtentosLocalVoice {
     /// Makes the on-device voice known to the SDK. Call it before `Extentos.create(config:)`:
     /// an instance created earlier keeps the cloud voice, and a diagnostic naming that
-    /// `create` call is printed and kept in `Extentos.diagnostics`. Free: no I/O.
+    /// `create` call and this one (both read from the call stack) is printed and kept in
+    /// `Extentos.diagnostics`. Free: no I/O.
     ///
-    /// Upstream's signature, so `let setUp: () -> Void = ExtentosLocalVoice.register` works;
-    /// ``register(fileID:line:)`` has the diagnostic name the `register` call too.
+    /// Upstream's signature, its only declaration: `let setUpVoice = ExtentosLocalVoice.register`
+    /// compiles.
     public static func register() {
         LocalTierRegistry.register(voice: Tier(), site: nil)
-    }
-
-    /// ``register()``, naming its call site for the late-registration diagnostic:
-    /// `ExtentosLocalVoice.register(fileID: #fileID, line: #line)`.
-    public static func register(fileID: String, line: Int) {
-        LocalTierRegistry.register(voice: Tier(), site: "\(fileID):\(line)")
     }
 
     /// Whether ``register()`` ran.

@@ -278,6 +278,19 @@ public final class LocalModelEngine: Sendable {
         try AutoChoiceRule.decide(autoChoiceInputs())
     }
 
+    /// The rule as upstream's resolver asks it: `servedRemotely`, the models are served
+    /// elsewhere (upstream's simulator), so every rung's weights count as present and the
+    /// store is not read; the answer turns on the device's memory alone.
+    public func autoChoice(servedRemotely: Bool) throws(LocalModelError) -> AutoDecision {
+        guard servedRemotely else { return try autoChoice() }
+        let memory = probe.memory()
+        let rungs = catalog.models.filter { $0.kind == .llm }.map {
+            LadderRung(id: $0.id, requiredMb: $0.requiredMb, autoEligible: $0.autoEligible, isInstalled: true, storageNeededBytes: 0)
+        }
+        return AutoChoiceRule.decide(AutoChoiceInputs(rungs: rungs, classBudgetMb: Int(Double(memory.physicalMb) * memoryShare),
+                                                      availableNowMb: memory.availableMb, freeStorageBytes: 0))
+    }
+
     /// The rule's inputs as read now (for `auto --explain` and tests).
     public func autoChoiceInputs() throws(LocalModelError) -> AutoChoiceInputs {
         do {

@@ -4,10 +4,11 @@ import Testing
 
 /// Source and behaviour compatibility with the upstream SDK: Tests/Fixtures/upstream-app is
 /// an app written against swift-glasses 2.5's public API the way apps are written
-/// (exhaustive switches over CloudFallbackReason, LocalTierError and
-/// KokoroVoiceModel.DownloadError without a default, register() kept as a `() -> Void`,
-/// DeviceFit.fits only read). The build compiling it is half the test; here it runs, and
-/// every value it printed is checked against what upstream documents.
+/// (exhaustive switches over CloudFallbackReason, AutoResolution, LocalTierError and
+/// KokoroVoiceModel.DownloadError without a default, every call kept as an unannotated
+/// value, upstream's seam `LocalTierRegistry.autoResolver`, DeviceFit.fits only read).
+/// The build compiling it is half the test;
+/// here it runs, and every value it printed is checked against what upstream documents.
 @Suite("An app written against the upstream SDK", .ownThreads)
 struct UpstreamAppTests {
     static func binary() throws -> String {
@@ -28,7 +29,7 @@ struct UpstreamAppTests {
 
     static let voiceId = "kokoro-en-v0_19"
 
-    @Test("the shipped catalog as upstream documents it: the five ladder ids in order with their sizes, the voice's 369,304,124 bytes and its folder before any install, delete of an unknown id false")
+    @Test("the shipped catalog as upstream documents it: the five ladder ids in order with their sizes, the voice's 369,304,124 bytes and its folder before any install, delete of an unknown id false, the resolver through LocalTierRegistry.autoResolver")
     func shippedValues() throws {
         let sb = try Sandbox(); defer { sb.remove() }
         // A 8 GB device: class budget 4096 MB, so the 4B rung is the one to download.
@@ -52,6 +53,12 @@ struct UpstreamAppTests {
         #expect(seen["voice.directory"] == sb.store + "/voices/\(Self.voiceId)", "the voice folder, before any install: \(r.stdout)")
         #expect(seen["voice.installed"] == "false", "\(r.stdout)")
         #expect(seen["delete.unknown"] == "false", "upstream answers false for an unknown id: \(r.stdout)")
+        // Upstream's seam: unset until register(), then the engine's autoChoice; served
+        // remotely, every rung's weights count as present.
+        #expect(seen["resolver.beforeRegister"] == "nil", "\(r.stdout)")
+        #expect(seen["resolver.onDevice"] == "cloud weightsNotPresent local-qwen3-4b", "\(r.stdout)")
+        #expect(seen["resolver.servedRemotely"] == "local local-qwen3-4b", "\(r.stdout)")
+        #expect(seen["instances.localTier"] == "available available", "Extentos.create and Extentos.default as values: \(r.stdout)")
     }
 
     @Test("compiles unchanged and runs: the ladder without the voice, autoChoice before and after a download, unknownModel, the voice's download, folder and delete")
@@ -79,6 +86,7 @@ struct UpstreamAppTests {
         #expect(seen["fit"]?.hasPrefix("fx-llm ") == true && seen["fit"]?.hasSuffix(" true true true") == true, "\(r.stdout)")
         #expect(seen["download.lastFraction"] == "1.0" && seen["download.again"] == "ok", "\(r.stdout)")
         #expect(seen["after.modelId"] == "fx-llm" && seen["after.reason"] == "local" && seen["after.installed"] == "true", "\(r.stdout)")
+        #expect(seen["resolver.after.onDevice"] == "local fx-llm" && seen["resolver.after.servedRemotely"] == "local fx-llm", "\(r.stdout)")
         #expect(seen["unknown"] == "unknownModel no-such-model", "LocalTierError.unknownModel carries the id: \(r.stdout)")
         #expect(seen["voice.totalBytes"] == "\(120 * 1024 + 4096)", "\(r.stdout)")
         #expect(seen["voice.before.directory"] == folder && seen["voice.before.installed"] == "false",

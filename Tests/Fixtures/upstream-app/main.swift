@@ -1,9 +1,12 @@
 // An app written against the upstream swift-glasses 2.5 public API (the "Local tier"
-// section of the iOS API reference), compiled unchanged against GlassesCore +
-// GlassesLocal + GlassesLocalVoice. It uses only names the upstream SDK has, the way an
-// app written for it does: exhaustive switches over upstream's enums with no `default:`,
-// `register` passed around as a `() -> Void`, `DeviceFit.fits` read (upstream's is
-// read-only), `KokoroVoiceModel.DownloadError`'s cases. Building it is half of
+// section of the iOS API reference, and upstream's sources for what the reference leaves
+// out: `LocalTierRegistry.autoResolver`, `AutoResolution`, `Extentos.default()`), compiled
+// unchanged against GlassesCore + GlassesLocal + GlassesLocalVoice. It uses only names the
+// upstream SDK has, the way an app written for it does: exhaustive switches over upstream's
+// enums with no `default:`, every call kept as an unannotated value (`let fetch =
+// ExtentosLocalTier.download`: each base name has one declaration upstream),
+// `DeviceFit.fits` read (upstream's is get-only), `KokoroVoiceModel.DownloadError`'s
+// cases. Building it is half of
 // UpstreamAppTests; the other half runs it and reads what it printed, one `key=value` line each.
 //
 // Usage (store and catalog from EXTENTOS_MODELS_DIR / EXTENTOS_CATALOG):
@@ -27,8 +30,28 @@ struct GlassesApp {
         for register in registrations { register() }
         let registerAgain: () -> Void = ExtentosLocalTier.register
         registerAgain()
+        let sdk = SDK()
+        sdk.setUp()
+        sdk.setUpVoice()
         glasses = Extentos.create(config: ExtentosConfig(usedCapabilities: [.microphone, .speaker]))
     }
+}
+
+/// The SDK's calls kept as values, the way a set-up table or a dependency container holds
+/// them: unannotated references, each naming one of upstream's declarations.
+struct SDK {
+    let setUp = ExtentosLocalTier.register
+    let setUpVoice = ExtentosLocalVoice.register
+    let make: (ExtentosConfig) -> ExtentosGlasses = Extentos.create
+    let makeDefault: () -> ExtentosGlasses = Extentos.default
+    let fetch = ExtentosLocalTier.download
+    let remove = ExtentosLocalTier.delete
+    let list = ExtentosLocalTier.models
+    let choose = ExtentosLocalTier.autoChoice
+    let fitFor = ExtentosLocalTier.deviceFit
+    let fetchVoice = KokoroVoiceModel.download
+    let removeVoice = KokoroVoiceModel.delete
+    let voiceInstalled = KokoroVoiceModel.isInstalled
 }
 
 func say(_ key: String, _ value: Any?) {
@@ -36,7 +59,7 @@ func say(_ key: String, _ value: Any?) {
 }
 
 /// The app's own wording for a fallback: upstream's four reasons, exhaustively.
-func wording(_ reason: ExtentosLocalTier.CloudFallbackReason?) -> String {
+func wording(_ reason: CloudFallbackReason?) -> String {
     guard let reason else { return "local" }
     switch reason {
     case .belowQualityFloor: return "belowQualityFloor"
@@ -44,6 +67,22 @@ func wording(_ reason: ExtentosLocalTier.CloudFallbackReason?) -> String {
     case .weightsNotPresent: return "weightsNotPresent"
     case .noEligibleRungs: return "noEligibleRungs"
     }
+}
+
+/// What `local-auto` resolves to through upstream's seam (the SDK's core asks it when an
+/// assistant starts with `local-auto`), switched over exhaustively.
+func wording(_ resolution: AutoResolution?) -> String {
+    guard let resolution else { return "none" }
+    switch resolution {
+    case .local(let modelId): return "local \(modelId)"
+    case .cloud(let reason, let downloadTarget): return "cloud \(wording(reason)) \(downloadTarget ?? "nil")"
+    }
+}
+
+func showResolver(_ key: String) {
+    let resolver: (@Sendable (_ servedRemotely: Bool) -> AutoResolution)? = LocalTierRegistry.autoResolver
+    say("\(key).onDevice", wording(resolver?(false)))
+    say("\(key).servedRemotely", wording(resolver?(true)))
 }
 
 /// What an app shows for a failure: upstream's two error types, each switched over exhaustively.
@@ -115,8 +154,13 @@ func downloadVoice() async {
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+let sdk = SDK()
+say("resolver.beforeRegister", LocalTierRegistry.autoResolver == nil ? "nil" : "set")
 let app = GlassesApp()
 _ = app.glasses
+let another: ExtentosGlasses = sdk.makeDefault()
+_ = sdk.make(ExtentosConfig(usedCapabilities: [.microphone]))
+say("instances.localTier", "\(app.glasses.localTier) \(another.localTier)")
 
 switch arguments.first ?? "" {
 case "shipped":
@@ -128,6 +172,7 @@ case "shipped":
     showVoice("voice")
     let deleted: Bool = try ExtentosLocalTier.delete(modelId: "no-such-model")
     say("delete.unknown", deleted)
+    showResolver("resolver")
 
 case "app":
     let modelId = arguments.dropFirst().first ?? "local-qwen3-1.7b"
@@ -145,7 +190,8 @@ case "app":
         say("download.error", wording(error))
     }
     showChoice("after")
-    say("after.installed", ExtentosLocalTier.models().first { $0.id == modelId }?.isInstalled)
+    showResolver("resolver.after")
+    say("after.installed", sdk.list().first { $0.id == modelId }?.isInstalled)
     do {
         try await ExtentosLocalTier.download(modelId: "no-such-model")
         say("unknown", "no error")
