@@ -55,7 +55,17 @@ public enum ExtentosLocalTier {
         public let requiredMb: Int
         /// Free space on the store's filesystem for this user, minus other downloads' reservations.
         public let availableMb: Int
-        public var fits: Bool
+        /// Whether it fits, compared in bytes (the MB figures are rounded: up for
+        /// `requiredMb`, down for `availableMb`). Get-only, as upstream's.
+        public var fits: Bool { fitsInBytes }
+        private let fitsInBytes: Bool
+
+        init(modelId: String, requiredMb: Int, availableMb: Int, fits: Bool) {
+            self.modelId = modelId
+            self.requiredMb = requiredMb
+            self.availableMb = availableMb
+            self.fitsInBytes = fits
+        }
     }
 
     /// The upstream SDK's error of the local tier: an id the catalog does not have.

@@ -53,6 +53,7 @@ struct UpstreamAppTests {
         #expect(seen["voice.directory"] == sb.store + "/voices/\(Self.voiceId)", "the voice folder, before any install: \(r.stdout)")
         #expect(seen["voice.installed"] == "false", "\(r.stdout)")
         #expect(seen["delete.unknown"] == "false", "upstream answers false for an unknown id: \(r.stdout)")
+        #expect(seen["fit.writable"] == "false", "DeviceFit.fits is get-only, as upstream's: \(r.stdout)")
         // Upstream's seam: unset until register(), then the engine's autoChoice; served
         // remotely, every rung's weights count as present.
         #expect(seen["resolver.beforeRegister"] == "nil", "\(r.stdout)")

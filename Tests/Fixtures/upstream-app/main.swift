@@ -134,6 +134,8 @@ func showFit(_ id: String) {
     let fit: ExtentosLocalTier.DeviceFit = ExtentosLocalTier.deviceFit(for: id)
     let canOffer: Bool = fit.fits && fit.availableMb >= fit.requiredMb
     say("fit", "\(fit.modelId) \(fit.requiredMb) \(fit.availableMb > 0) \(fit.fits) \(canOffer)")
+    // Upstream's `fits` is get-only: its key path is not a writable one.
+    say("fit.writable", (\ExtentosLocalTier.DeviceFit.fits as AnyKeyPath) is WritableKeyPath<ExtentosLocalTier.DeviceFit, Bool>)
 }
 
 func showVoice(_ key: String) {
