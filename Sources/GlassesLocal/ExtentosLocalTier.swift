@@ -101,10 +101,15 @@ public enum ExtentosLocalTier {
     /// `code` (`ErrorCode`, also the command's `--json` error code) and `exitStatus`.
     public typealias EngineError = LocalModelError
 
-    /// Upstream's error where there is one (an unknown id), else the engine's own.
-    static func facadeError(_ error: LocalModelError) -> any Error {
-        if case .unknownModel(let id) = error { return LocalTierError.unknownModel(id) }
-        return error
+    /// Upstream's error where there is one (an unknown id), Swift's `CancellationError` for a
+    /// cancelled task (the engine's `cancelled`, which the command line reports as exit 130),
+    /// else the engine's own.
+    package static func facadeError(_ error: LocalModelError) -> any Error {
+        switch error {
+        case .unknownModel(let id): return LocalTierError.unknownModel(id)
+        case .cancelled: return CancellationError()
+        default: return error
+        }
     }
 
     // MARK: Configuration
@@ -236,17 +241,18 @@ public enum ExtentosLocalTier {
     ///
     /// `onProgress` receives a byte-weighted fraction in [0, 1]: non-decreasing, starting
     /// at what is already on disk, a few calls a second at most, and exactly one 1.0, after
-    /// the install has committed. Cancelling the task stops the transfer promptly and keeps
-    /// the partial data for a later call.
+    /// the install has committed. Cancelling the task stops the transfer promptly, keeps
+    /// the partial data for a later call, and throws `CancellationError`.
     ///
     /// ```swift
     /// try await ExtentosLocalTier.download(modelId: "local-qwen3-1.7b") { fraction in
     ///     Task { @MainActor in progressView.progress = fraction }
     /// }
     /// ```
-    /// - Throws: ``LocalTierError/unknownModel(_:)`` for an id the catalog does not have;
-    ///   every other failure as ``EngineError`` (`insufficientStorage`, `busy`,
-    ///   `integrityMismatch`, `temporary`, `cancelled`, …). Nothing is ever left half-installed.
+    /// - Throws: `CancellationError` when the task was cancelled; ``LocalTierError/unknownModel(_:)``
+    ///   for an id the catalog does not have; every other failure as ``EngineError``
+    ///   (`insufficientStorage`, `busy`, `integrityMismatch`, `temporary`, …). Nothing is
+    ///   ever left half-installed.
     public static func download(modelId: String, onProgress: @escaping @Sendable (Double) -> Void = { _ in }) async throws {
         try await downloadWithEvents(modelId: modelId, options: DownloadOptions()) { event in
             if case .progress(_, _, let fraction, _) = event { onProgress(fraction) }

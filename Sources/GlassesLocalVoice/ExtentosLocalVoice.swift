@@ -95,7 +95,8 @@ public enum KokoroVoiceModel {
     /// `ExtentosLocalTier.download(modelId:onProgress:)`. A bundle placed in
     /// ``ExtentosLocalVoice/modelDirectory`` whose files all check out is installed as it
     /// is, with nothing fetched.
-    /// - Throws: ``DownloadError`` where upstream has the case; every other failure as
+    /// - Throws: `CancellationError` when the task was cancelled (the partial data kept);
+    ///   ``DownloadError`` where upstream has the case; every other failure as
     ///   `ExtentosLocalTier.EngineError`.
     public static func download(progress: @escaping @Sendable (Double) -> Void) async throws {
         do {
@@ -104,7 +105,7 @@ public enum KokoroVoiceModel {
             }
         } catch {
             if let upstream = DownloadError.upstream(error) { throw upstream }
-            throw error
+            throw ExtentosLocalTier.facadeError(error)
         }
     }
 

@@ -6,8 +6,8 @@ import Testing
 /// an app written against swift-glasses 2.5's public API the way apps are written
 /// (exhaustive switches over CloudFallbackReason, AutoResolution, LocalTierError and
 /// KokoroVoiceModel.DownloadError without a default, every call kept as an unannotated
-/// value, upstream's seam `LocalTierRegistry.autoResolver`, DeviceFit.fits only read).
-/// The build compiling it is half the test;
+/// value, upstream's seam `LocalTierRegistry.autoResolver`, DeviceFit.fits only read, a
+/// cancelled task caught as CancellationError). The build compiling it is half the test;
 /// here it runs, and every value it printed is checked against what upstream documents.
 @Suite("An app written against the upstream SDK", .ownThreads)
 struct UpstreamAppTests {
@@ -152,6 +152,36 @@ struct UpstreamAppTests {
         let verify = try w.run(["verify", Self.voiceId], catalog: catalog)
         #expect(verify.status == 0, "\(verify)")
         #expect(w.nginx.accessLog().isEmpty, "\(w.nginx.accessLog())")
+    }
+
+    @Test("a download whose task is cancelled throws CancellationError and keeps its bytes; the next download goes on from them; the voice's too")
+    func cancelledTask() throws {
+        let w = try World(slowRate: 1024 * 1024); defer { w.remove() }
+        let size = 2 * 1024 * 1024
+        try w.addModel("big", files: [("weights.bin", size)])
+        try w.addModel("voice", files: [("model.onnx", size), ("voices/af.bin", 4096)])
+        let made = try w.run(["catalog", "hash", w.nginx.mirror + "/big", "--id", "big-llm", "--base-url", w.nginx.baseURL("big", slow: true),
+                              "--required-mb", "1000", "--auto-eligible"], catalog: nil)
+        try #require(made.status == 0, "\(made)")
+        let llm = w.root + "/catalogs/big.json"
+        try made.stdout.write(toFile: llm, atomically: true, encoding: .utf8)
+        let catalog = try w.mergedCatalog([llm, try Self.voiceCatalog(w, baseURL: w.nginx.baseURL("voice", slow: true))])
+
+        let r = try Sandbox.runProcess(try Self.binary(), ["cancel", "big-llm"], environment: w.environment(["EXTENTOS_CATALOG": catalog]),
+                                       ioDirectory: w.root + "/io", currentDirectory: w.cwd, timeout: 120)
+        #expect(r.status == 0, "\(r)")
+        let seen = Seen(r)
+        #expect(seen["cancel"] == "CancellationError", "Swift's cancellation convention: \(r.stdout)")
+        #expect(seen["cancel.installed"] == "false", "\(r.stdout)")
+        #expect(seen["resume"] == "ok" && seen["resume.lastFraction"] == "1.0", "\(r.stdout)")
+        let first = try #require(seen["resume.firstFraction"].flatMap(Double.init), "\(r.stdout)")
+        #expect(first > 0 && first < 1, "the second download starts at what the cancelled one kept: \(r.stdout)")
+        let requests = w.nginx.requests(for: "big/weights.bin")
+        #expect(requests.count == 2 && (requests.last?.rangeStart ?? 0) > 0, "resumed with a Range, never from zero: \(requests)")
+        // KokoroVoiceModel.download keeps the same convention.
+        #expect(seen["voice.cancel"] == "CancellationError" && seen["voice.cancel.installed"] == "false", "\(r.stdout)")
+        let kept = (try? FileManager.default.attributesOfItem(atPath: w.store + "/.partial/\(Self.voiceId)/model.onnx")[.size] as? NSNumber)?.intValue ?? 0
+        #expect(kept > 0 && kept < size, "the cancelled voice download kept its bytes: \(kept)")
     }
 
     /// A catalog of the voice over `<mirror>/<hashedFrom>`, fetched from `baseURL`.

@@ -6,12 +6,14 @@
 // enums with no `default:`, every call kept as an unannotated value (`let fetch =
 // ExtentosLocalTier.download`: each base name has one declaration upstream),
 // `DeviceFit.fits` read (upstream's is get-only), `KokoroVoiceModel.DownloadError`'s
-// cases. Building it is half of
+// cases, a cancelled download caught as `CancellationError`. Building it is half of
 // UpstreamAppTests; the other half runs it and reads what it printed, one `key=value` line each.
 //
 // Usage (store and catalog from EXTENTOS_MODELS_DIR / EXTENTOS_CATALOG):
 //   upstream-app shipped               the facts of the shipped catalog, nothing downloaded
 //   upstream-app app <llm model id>    download, use and delete a model and the voice
+//   upstream-app cancel <llm model id> start a download, cancel its task once bytes arrive,
+//                                      then download again (the resume); the voice's too
 //   upstream-app voice [<bundle dir>]  seed modelDirectory from <bundle dir> (if given), then
 //                                      download the voice (an app's "get the better voice")
 import Foundation
@@ -85,8 +87,10 @@ func showResolver(_ key: String) {
     say("\(key).servedRemotely", wording(resolver?(true)))
 }
 
-/// What an app shows for a failure: upstream's two error types, each switched over exhaustively.
+/// What an app shows for a failure: upstream's two error types, each switched over
+/// exhaustively, and Swift's cancellation.
 func wording(_ error: any Error) -> String {
+    if error is CancellationError { return "CancellationError" }
     if let error = error as? ExtentosLocalTier.LocalTierError {
         switch error {
         case .unknownModel(let id): return "unknownModel \(id)"
@@ -109,6 +113,7 @@ final class Fractions: @unchecked Sendable {
     private var values: [Double] = []
     func add(_ value: Double) { lock.withLock { values.append(value) } }
     var last: Double? { lock.withLock { values.last } }
+    var first: Double? { lock.withLock { values.first } }
 }
 
 func listModels() {
@@ -219,6 +224,51 @@ case "app":
     say("deleted.again", deletedAgain)
     say("deleted.unknown", try ExtentosLocalTier.delete(modelId: "no-such-model"))
 
+case "cancel":
+    // A download the user abandons: its task is cancelled once bytes have arrived.
+    let modelId = arguments.dropFirst().first ?? "local-qwen3-1.7b"
+    let (arrivals, arrived) = AsyncStream.makeStream(of: Double.self)
+    let task = Task {
+        defer { arrived.finish() }
+        try await sdk.fetch(modelId) { fraction in arrived.yield(fraction) }
+    }
+    for await fraction in arrivals where fraction > 0 { break }
+    task.cancel()
+    do {
+        try await task.value
+        say("cancel", "finished before the cancellation")
+    } catch {
+        say("cancel", wording(error))
+    }
+    say("cancel.installed", sdk.list().first { $0.id == modelId }?.isInstalled)
+    // Started again: it goes on from what the cancelled one kept.
+    let fractions = Fractions()
+    do {
+        try await sdk.fetch(modelId) { fraction in fractions.add(fraction) }
+        say("resume", "ok")
+    } catch {
+        say("resume", wording(error))
+    }
+    say("resume.firstFraction", fractions.first)
+    say("resume.lastFraction", fractions.last)
+    // The voice, abandoned the same way (when the catalog has one).
+    if KokoroVoiceModel.totalBytes > 0 {
+        let (voiceArrivals, voiceArrived) = AsyncStream.makeStream(of: Double.self)
+        let voiceTask = Task {
+            defer { voiceArrived.finish() }
+            try await sdk.fetchVoice { fraction in voiceArrived.yield(fraction) }
+        }
+        for await fraction in voiceArrivals where fraction > 0 { break }
+        voiceTask.cancel()
+        do {
+            try await voiceTask.value
+            say("voice.cancel", "finished before the cancellation")
+        } catch {
+            say("voice.cancel", wording(error))
+        }
+        say("voice.cancel.installed", sdk.voiceInstalled())
+    }
+
 case "voice":
     showVoice("voice.before")
     if let bundle = arguments.dropFirst().first, let folder = ExtentosLocalVoice.modelDirectory {
@@ -232,6 +282,6 @@ case "voice":
     showVoice("voice.after")
 
 default:
-    FileHandle.standardError.write(Data("usage: upstream-app shipped | app <llm model id> | voice [<bundle dir>]\n".utf8))
+    FileHandle.standardError.write(Data("usage: upstream-app shipped | app <llm model id> | cancel <llm model id> | voice [<bundle dir>]\n".utf8))
     exit(2)
 }
