@@ -276,14 +276,16 @@ public enum ExtentosLocalTier {
     /// Deletes a model's files, partial data and record.
     ///
     /// As upstream: false when there was nothing to delete, for an id the catalog does not
-    /// have as for a model that is not installed (an unknown id is not an error here).
+    /// have as for a model that is not installed (an unknown id is not an error here), also
+    /// on a device whose store does not exist yet (or has no place at all): nothing is
+    /// created to answer.
     /// - Throws: ``EngineError`` `busy` while any process downloads the model; the store's
     ///   own failures (it cannot be opened or written) as ``EngineError`` too.
     @discardableResult
     public static func delete(modelId: String) throws -> Bool {
         do {
             return try engine().delete(modelId: modelId).existed
-        } catch .unknownModel {
+        } catch .unknownModel, .noStoreFolder {
             return false
         }
     }

@@ -85,8 +85,10 @@ public enum KokoroVoiceModel {
     }
 
     /// Deletes the voice bundle: its folder (a placed bundle too), partial data and record.
-    /// Nothing there is not an error.
-    /// - Throws: `ExtentosLocalTier.EngineError` `busy` while a download of the voice runs.
+    /// Nothing there is not an error, as upstream: with nothing installed (no store yet, or
+    /// no place for one) it returns, writing nothing.
+    /// - Throws: `ExtentosLocalTier.EngineError` `busy` while a download of the voice runs;
+    ///   the store's own failures while removing what is there.
     public static func delete() throws {
         try ExtentosLocalTier.delete(modelId: modelId)
     }

@@ -29,7 +29,7 @@ struct UpstreamAppTests {
 
     static let voiceId = "kokoro-en-v0_19"
 
-    @Test("the shipped catalog as upstream documents it: the five ladder ids in order with their sizes, the voice's 369,304,124 bytes and its folder before any install, delete of an unknown id false, the resolver through LocalTierRegistry.autoResolver")
+    @Test("the shipped catalog as upstream documents it: the five ladder ids in order with their sizes, the voice's 369,304,124 bytes and its folder before any install, delete of an unknown id false, the resolver through LocalTierRegistry.autoResolver; no call creates the store")
     func shippedValues() throws {
         let sb = try Sandbox(); defer { sb.remove() }
         // A 8 GB device: class budget 4096 MB, so the 4B rung is the one to download.
@@ -60,6 +60,10 @@ struct UpstreamAppTests {
         #expect(seen["resolver.onDevice"] == "cloud weightsNotPresent local-qwen3-4b", "\(r.stdout)")
         #expect(seen["resolver.servedRemotely"] == "local local-qwen3-4b", "\(r.stdout)")
         #expect(seen["instances.localTier"] == "available available", "Extentos.create and Extentos.default as values: \(r.stdout)")
+        // A device with no store yet: nothing to delete, no error, and nothing created.
+        #expect(seen["delete.notInstalled"] == "false", "\(r.stdout)")
+        #expect(seen["voice.delete"] == "ok" && seen["voice.installedAfterDelete"] == "false", "\(r.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: sb.store), "no call of the app created the store: \(sb.store)")
     }
 
     @Test("compiles unchanged and runs: the ladder without the voice, autoChoice before and after a download, unknownModel, the voice's download, folder and delete")

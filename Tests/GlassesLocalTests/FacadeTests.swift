@@ -232,6 +232,22 @@ struct FacadeTests {
         #expect(LocalTierRegistry.autoResolver == nil)
     }
 
+    /// A device with no store yet: deleting what is not there answers false (the voice:
+    /// returns), without an error and without creating the store.
+    @Test func deletingBeforeAnyStoreCreatesNothing() throws {
+        defer { cleanUp() }
+        #expect(try ExtentosLocalTier.delete(modelId: "local-qwen3-1.7b") == false)
+        #expect(try ExtentosLocalTier.delete(modelId: "no-such-model") == false)
+        try KokoroVoiceModel.delete()
+        #expect(!FileManager.default.fileExists(atPath: store), "nothing was created to answer")
+        // In a store that exists, a model with nothing on disk: still false, no lock file made.
+        try markInstalled("local-qwen3-4b", kind: .llm)
+        #expect(try ExtentosLocalTier.delete(modelId: "local-qwen3-1.7b") == false)
+        try KokoroVoiceModel.delete()
+        let locks = (try? FileManager.default.contentsOfDirectory(atPath: store + "/.locks")) ?? []
+        #expect(!locks.contains { $0.hasPrefix("local-qwen3-1.7b") || $0.hasPrefix(KokoroVoiceModel.modelId) }, "\(locks)")
+    }
+
     @Test func aDamagedStoreIsReportedAndListsNothingInstalled() throws {
         defer { cleanUp() }
         try FileIO.createDirectory(store)

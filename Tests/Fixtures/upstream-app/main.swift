@@ -10,7 +10,8 @@
 // UpstreamAppTests; the other half runs it and reads what it printed, one `key=value` line each.
 //
 // Usage (store and catalog from EXTENTOS_MODELS_DIR / EXTENTOS_CATALOG):
-//   upstream-app shipped               the facts of the shipped catalog, nothing downloaded
+//   upstream-app shipped               the facts of the shipped catalog, nothing downloaded,
+//                                      and the calls an app makes before any store exists
 //   upstream-app app <llm model id>    download, use and delete a model and the voice
 //   upstream-app cancel <llm model id> start a download, cancel its task once bytes arrive,
 //                                      then download again (the resume); the voice's too
@@ -180,6 +181,16 @@ case "shipped":
     let deleted: Bool = try ExtentosLocalTier.delete(modelId: "no-such-model")
     say("delete.unknown", deleted)
     showResolver("resolver")
+    // A device with no store yet: the "free up space" buttons answer without an error, and
+    // create nothing.
+    say("delete.notInstalled", try sdk.remove("local-qwen3-1.7b"))
+    do {
+        try sdk.removeVoice()
+        say("voice.delete", "ok")
+    } catch {
+        say("voice.delete", wording(error))
+    }
+    say("voice.installedAfterDelete", sdk.voiceInstalled())
 
 case "app":
     let modelId = arguments.dropFirst().first ?? "local-qwen3-1.7b"
