@@ -28,7 +28,8 @@ public enum ExtentosLocalTier {
         public let displayName: String
         /// Memory the loaded model needs, in MB.
         public let requiredMb: Int
-        /// Every file verified and the install committed.
+        /// Every file verified and the install committed; for the voice (``allModels()``),
+        /// as `KokoroVoiceModel.isInstalled()` answers (a bundle an app placed counts).
         public let isInstalled: Bool
         /// Whether ``autoChoice()`` may pick it.
         public let autoEligible: Bool
@@ -204,7 +205,8 @@ public enum ExtentosLocalTier {
         let (statuses, problem) = engine.modelsAnswer()
         note(problem)
         return statuses.map { s in
-            LocalModelInfo(id: s.model.id, displayName: s.model.displayName, requiredMb: s.model.requiredMb, isInstalled: s.isInstalled,
+            LocalModelInfo(id: s.model.id, displayName: s.model.displayName, requiredMb: s.model.requiredMb,
+                           isInstalled: s.isInstalled || s.placedBundle,
                            autoEligible: s.model.autoEligible, kind: s.model.kind == .llm ? .llm : .voice,
                            downloadBytes: s.model.downloadBytes, installedBytes: s.model.installedBytes)
         }

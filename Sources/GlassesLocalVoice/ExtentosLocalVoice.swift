@@ -111,15 +111,27 @@ public enum KokoroVoiceModel {
         }
     }
 
-    /// Whether the voice serves from the device: true when its install committed (every
-    /// file verified, recorded). As upstream, a bundle an app placed in
-    /// ``ExtentosLocalVoice/modelDirectory`` counts: the first call that finds every file
-    /// there with its catalog size checks their SHA-256s, and when they match installs the
-    /// bundle as it is (recorded, never downloaded again) and answers true. One that does
-    /// not match stays where it is, answers false, and is not hashed again until a file
-    /// changes; a download replaces it.
+    /// Whether the voice serves from the device, as upstream documents it: its install
+    /// committed (every file verified, recorded), or every bundle file is in
+    /// ``ExtentosLocalVoice/modelDirectory`` with its catalog size (a bundle the app placed
+    /// there). Records and `lstat`s only: a placed bundle's hashes are checked, and the
+    /// bundle installed as it is, by ``adoptPlacedBundle()``, ``download(progress:)`` or
+    /// `glasses-local verify`, never here. One already found not to match answers false.
     public static func isInstalled() -> Bool {
-        guard let engine = try? ExtentosLocalTier.sharedEngine() else { return false }
-        return (try? engine.status(of: modelId).isInstalled) ?? false
+        guard let engine = try? ExtentosLocalTier.sharedEngine(), let status = try? engine.status(of: modelId) else { return false }
+        return status.isInstalled || status.placedBundle
+    }
+
+    /// Checks the hashes of a bundle placed in ``ExtentosLocalVoice/modelDirectory`` and,
+    /// when every file matches, installs it as it is (recorded, never fetched). Hashing
+    /// 369 MB takes seconds on a phone: it runs on a thread of its own, never the caller's.
+    /// ``download(progress:)`` does the same before fetching anything.
+    /// - Returns: whether a bundle was adopted by this call (false when none is there, it
+    ///   is incomplete or does not match, or the voice is installed already).
+    /// - Throws: `ExtentosLocalTier.EngineError` (`busy` while a download of the voice runs,
+    ///   the store's own failures).
+    @discardableResult
+    public static func adoptPlacedBundle() async throws -> Bool {
+        try await ExtentosLocalTier.sharedEngine().adoptPlacedBundleInBackground(modelId: modelId)
     }
 }

@@ -41,15 +41,18 @@ enum QueryCommands {
 
     static func stateText(_ s: ModelStatus) -> String {
         if s.isInstalled { return s.updateAvailable ? "installed, update available" : "installed" }
+        if s.placedBundle { return "placed, not verified" }
         if s.fit.presentBytes > 0 { return "partial \(Int(Double(s.fit.presentBytes) * 100 / Double(max(1, s.model.downloadBytes))))%" }
         return "-"
     }
 
     /// `list --json`'s "state": installed, partial, notInstalled — or unknown when the
-    /// records cannot be read.
+    /// records cannot be read. A placed bundle is notInstalled (with `placedBundle`) until
+    /// `verify` or a download adopts it.
     static func stateName(_ s: ModelStatus, recordsDamaged: Bool) -> String {
         if recordsDamaged { return "unknown" }
         if s.isInstalled { return "installed" }
+        if s.placedBundle { return "notInstalled" }
         return s.isPartial || s.fit.presentBytes > 0 ? "partial" : "notInstalled"
     }
 
@@ -80,7 +83,7 @@ enum QueryCommands {
                     ["id": .string(s.model.id), "kind": .string(s.model.kind.rawValue), "displayName": .string(s.model.displayName),
                      "requiredMb": JSONValue(s.model.requiredMb), "autoEligible": .bool(s.model.autoEligible),
                      "isInstalled": .bool(s.isInstalled), "state": .string(stateName(s, recordsDamaged: damage != nil)),
-                     "updateAvailable": .bool(s.updateAvailable),
+                     "updateAvailable": .bool(s.updateAvailable), "placedBundle": .bool(s.placedBundle),
                      "downloadBytes": .int(s.model.downloadBytes),
                      "installedBytes": .int(s.model.installedBytes), "presentBytes": .int(s.fit.presentBytes),
                      "fit": ["requiredMb": JSONValue(s.fit.requiredMb), "availableMb": JSONValue(s.fit.availableMb), "fits": .bool(s.fit.fits)]]
@@ -102,6 +105,9 @@ enum QueryCommands {
             context.console.say("Free space: \(Format.bytes(space.availableBytes)) (\(Format.mb(Int(space.availableBytes >> 20))))\n")
             context.console.say(Format.table(rows))
             context.console.say("\n* auto-eligible: 'glasses-local auto' may pick it. MEMORY is what the loaded model needs.")
+            if let placed = statuses.first(where: \.placedBundle) {
+                context.console.say("placed: every file is in the install folder with its size; 'glasses-local verify \(placed.model.id)' checks the hashes and installs it (nothing is fetched).")
+            }
             if damage != nil {
                 context.console.say("STATE unknown: the install records cannot be read; STORAGE counts only the partial data on disk.")
             }
@@ -125,6 +131,7 @@ enum QueryCommands {
                 "id": .string(m.id), "kind": .string(m.kind.rawValue), "displayName": .string(m.displayName),
                 "requiredMb": JSONValue(m.requiredMb), "autoEligible": .bool(m.autoEligible), "revision": JSONValue(m.revision),
                 "isInstalled": .bool(s.isInstalled), "state": JSONValue(record?.state.rawValue), "updateAvailable": .bool(s.updateAvailable),
+                "placedBundle": .bool(s.placedBundle),
                 "installPath": .string(record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind)),
                 "downloadBytes": .int(m.downloadBytes), "installedBytes": .int(m.installedBytes),
                 "fit": fitJSON(s.fit),
@@ -162,7 +169,14 @@ enum QueryCommands {
             case .archive(let a): c.say("  source \(n + 1):       \(a.format.rawValue) archive \(a.url)\(auth)")
             }
         }
-        c.say("  state:          \(s.isInstalled ? "installed in \(record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind))" : (s.fit.presentBytes > 0 ? "partly downloaded (\(Format.bytes(s.fit.presentBytes)))" : "not installed"))")
+        let folder = record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind)
+        if s.isInstalled {
+            c.say("  state:          installed in \(folder)")
+        } else if s.placedBundle {
+            c.say("  state:          placed in \(folder), not verified yet: 'glasses-local verify \(m.id)' checks the hashes and installs it (nothing is fetched)")
+        } else {
+            c.say("  state:          \(s.fit.presentBytes > 0 ? "partly downloaded (\(Format.bytes(s.fit.presentBytes)))" : "not installed")")
+        }
         if s.updateAvailable {
             c.say("  update:         available — the catalog changed its files; 'glasses-local download \(m.id)' installs the new version beside this one, then switches")
         }

@@ -188,6 +188,44 @@ struct UpstreamAppTests {
         #expect(kept > 0 && kept < size, "the cancelled voice download kept its bytes: \(kept)")
     }
 
+    @Test("the start-up questions about a seeded voice read and stat only: isInstalled true as upstream (every file there, right sizes), nothing hashed, recorded or created until verify adopts it")
+    func seededVoiceQueriesWriteNothing() throws {
+        let w = try World(); defer { w.remove() }
+        try w.addModel("voice", files: [("model.onnx", 120 * 1024), ("voices/af.bin", 4096)])
+        // The catalog's source does not have the files: any fetch would fail.
+        let catalog = try Self.voiceCatalog(w, baseURL: w.nginx.baseURL("no-such-folder"), hashedFrom: "voice")
+        let r = try Sandbox.runProcess(try Self.binary(), ["seed", w.nginx.mirror + "/voice"],
+                                       environment: w.environment(["EXTENTOS_CATALOG": catalog]),
+                                       ioDirectory: w.root + "/io", currentDirectory: w.cwd, timeout: 120)
+        #expect(r.status == 0, "\(r)")
+        let seen = Seen(r)
+        let folder = w.store + "/voices/\(Self.voiceId)"
+        #expect(seen["voice.seeded.directory"] == folder && seen["voice.seeded.installed"] == "true",
+                "as upstream documents it: every bundle file present with its size: \(r.stdout)")
+        #expect(seen["fit"] == "\(Self.voiceId) 0 true true true", "nothing left to fetch: \(r.stdout)")
+        // Only what the app itself copied is in the store: no records, locks or history.
+        let entries = try FileManager.default.contentsOfDirectory(atPath: w.store)
+        #expect(entries == ["voices"], "the queries wrote nothing: \(entries)")
+
+        // The command's queries neither: the voice is placed, not installed, until verify.
+        let status = try w.run(["voice", "status", "--json"], catalog: catalog)
+        let doc = try status.jsonObject()
+        #expect(doc["state"] as? String == "notInstalled" && doc["placedBundle"] as? Bool == true, "\(status)")
+        let list = try w.run(["list", "--json"], catalog: catalog)
+        let listed = try #require((try list.jsonObject()["models"] as? [[String: Any]])?.first, "\(list)")
+        #expect(listed["isInstalled"] as? Bool == false && listed["placedBundle"] as? Bool == true, "\(list)")
+        let info = try w.run(["info", Self.voiceId, "--json"], catalog: catalog)
+        #expect(try info.jsonObject()["placedBundle"] as? Bool == true, "\(info)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: w.store) == ["voices"], "voice status, list and info wrote nothing")
+
+        // verify (every installed model, and bundles placed) checks the hashes and installs it.
+        let verify = try w.run(["verify"], catalog: catalog)
+        #expect(verify.status == 0 && verify.stdout.contains(Self.voiceId), "\(verify)")
+        let after = try w.run(["voice", "status", "--json"], catalog: catalog).jsonObject()
+        #expect(after["state"] as? String == "installed" && after["source"] as? String == "placed in \(folder)", "\(after)")
+        #expect(w.nginx.accessLog().isEmpty, "nothing was fetched: \(w.nginx.accessLog())")
+    }
+
     /// A catalog of the voice over `<mirror>/<hashedFrom>`, fetched from `baseURL`.
     static func voiceCatalog(_ w: World, baseURL: String, hashedFrom folder: String = "voice") throws -> String {
         let r = try w.run(["catalog", "hash", w.nginx.mirror + "/" + folder, "--id", voiceId, "--kind", "voice",

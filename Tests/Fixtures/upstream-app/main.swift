@@ -17,6 +17,7 @@
 //                                      then download again (the resume); the voice's too
 //   upstream-app voice [<bundle dir>]  seed modelDirectory from <bundle dir> (if given), then
 //                                      download the voice (an app's "get the better voice")
+//   upstream-app seed <bundle dir>     seed modelDirectory and ask the start-up questions only
 import Foundation
 import GlassesCore
 import GlassesLocal
@@ -280,6 +281,18 @@ case "cancel":
         say("voice.cancel.installed", sdk.voiceInstalled())
     }
 
+case "seed":
+    // The app copies its own bundle into modelDirectory, then asks what it asks at start-up.
+    guard let bundle = arguments.dropFirst().first, let folder = ExtentosLocalVoice.modelDirectory else { exit(2) }
+    let fm = FileManager.default
+    try fm.createDirectory(at: folder.deletingLastPathComponent(), withIntermediateDirectories: true)
+    try fm.copyItem(at: URL(fileURLWithPath: bundle, isDirectory: true), to: folder)
+    showVoice("voice.seeded")
+    listModels()
+    showChoice("choice")
+    showFit("kokoro-en-v0_19")
+    showResolver("resolver")
+
 case "voice":
     showVoice("voice.before")
     if let bundle = arguments.dropFirst().first, let folder = ExtentosLocalVoice.modelDirectory {
@@ -293,6 +306,6 @@ case "voice":
     showVoice("voice.after")
 
 default:
-    FileHandle.standardError.write(Data("usage: upstream-app shipped | app <llm model id> | cancel <llm model id> | voice [<bundle dir>]\n".utf8))
+    FileHandle.standardError.write(Data("usage: upstream-app shipped | app <llm model id> | cancel <llm model id> | voice [<bundle dir>] | seed <bundle dir>\n".utf8))
     exit(2)
 }
