@@ -132,12 +132,7 @@ struct UpstreamAppTests {
     @Test("a bundle the app copies into modelDirectory is installed once its hashes check: isInstalled true, download fetches nothing, recorded and verifiable")
     func seededVoice() throws {
         let w = try World(); defer { w.remove() }
-        try w.addModel("voice", files: [("model.onnx", 120 * 1024), ("voices/af.bin", 4096)])
-        // The catalog's source does not have the files: any fetch would fail the download.
-        let catalog = try Self.voiceCatalog(w, baseURL: w.nginx.baseURL("no-such-folder"), hashedFrom: "voice")
-        let r = try Sandbox.runProcess(try Self.binary(), ["voice", w.nginx.mirror + "/voice"],
-                                       environment: w.environment(["EXTENTOS_CATALOG": catalog]),
-                                       ioDirectory: w.root + "/io", currentDirectory: w.cwd, timeout: 120)
+        let (catalog, r) = try Self.runSeeding("voice", in: w)
         #expect(r.status == 0, "\(r)")
         let seen = Seen(r)
         let folder = w.store + "/voices/\(Self.voiceId)"
@@ -191,12 +186,7 @@ struct UpstreamAppTests {
     @Test("the start-up questions about a seeded voice read and stat only: isInstalled true as upstream (every file there, right sizes), nothing hashed, recorded or created until verify adopts it")
     func seededVoiceQueriesWriteNothing() throws {
         let w = try World(); defer { w.remove() }
-        try w.addModel("voice", files: [("model.onnx", 120 * 1024), ("voices/af.bin", 4096)])
-        // The catalog's source does not have the files: any fetch would fail.
-        let catalog = try Self.voiceCatalog(w, baseURL: w.nginx.baseURL("no-such-folder"), hashedFrom: "voice")
-        let r = try Sandbox.runProcess(try Self.binary(), ["seed", w.nginx.mirror + "/voice"],
-                                       environment: w.environment(["EXTENTOS_CATALOG": catalog]),
-                                       ioDirectory: w.root + "/io", currentDirectory: w.cwd, timeout: 120)
+        let (catalog, r) = try Self.runSeeding("seed", in: w)
         #expect(r.status == 0, "\(r)")
         let seen = Seen(r)
         let folder = w.store + "/voices/\(Self.voiceId)"
@@ -224,6 +214,18 @@ struct UpstreamAppTests {
         let after = try w.run(["voice", "status", "--json"], catalog: catalog).jsonObject()
         #expect(after["state"] as? String == "installed" && after["source"] as? String == "placed in \(folder)", "\(after)")
         #expect(w.nginx.accessLog().isEmpty, "nothing was fetched: \(w.nginx.accessLog())")
+    }
+
+    /// Runs the app in `mode` (`voice` or `seed`), seeding modelDirectory from the mirror's
+    /// copy of a small voice, with a catalog whose source has none of its files: any fetch
+    /// would fail. Returns the catalog and what the app did.
+    static func runSeeding(_ mode: String, in w: World) throws -> (catalog: String, result: CLIResult) {
+        try w.addModel("voice", files: [("model.onnx", 120 * 1024), ("voices/af.bin", 4096)])
+        let catalog = try voiceCatalog(w, baseURL: w.nginx.baseURL("no-such-folder"), hashedFrom: "voice")
+        let r = try Sandbox.runProcess(try binary(), [mode, w.nginx.mirror + "/voice"],
+                                       environment: w.environment(["EXTENTOS_CATALOG": catalog]),
+                                       ioDirectory: w.root + "/io", currentDirectory: w.cwd, timeout: 120)
+        return (catalog, r)
     }
 
     /// A catalog of the voice over `<mirror>/<hashedFrom>`, fetched from `baseURL`.

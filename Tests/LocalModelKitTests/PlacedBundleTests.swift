@@ -37,21 +37,24 @@ struct PlacedBundleTests {
         return folder
     }
 
+    /// Places a bundle whose model.onnx has the size the catalog says but not its bytes
+    /// (byte `index` flipped); returns the folder and those bytes.
+    static func placeMismatched(_ engine: LocalModelEngine, flipping index: Int) throws -> (folder: String, bytes: [UInt8]) {
+        var wrong = big
+        wrong[index] ^= 0x5A
+        return (try place(engine, big: wrong), wrong)
+    }
+
     static func notAdopted(_ engine: LocalModelEngine) throws -> [HistoryEvent] {
         try engine.history(modelId: "kokoro").filter { $0.kind == "verified" && ($0.detail ?? "").contains("not adopted") }
     }
 
-    // The adoption takes the model's lock, releases it, and the download takes it again at
-    // once: a program spawned meanwhile would hold a copy of the lock's descriptor between
-    // its fork and exec (busy), hence .noSpawnsMeanwhile (Tests/Support/TestThreads.swift).
     @Test("queries report a placed bundle from lstats alone: placed, not installed, nothing hashed, recorded or created")
     func queriesOnlyLook() throws {
         try S.withTempDir { dir in
             let engine = try Self.engine(dir)
             // Its hash does not match: a query that hashed would know, and say it is not there.
-            var wrong = Self.big
-            wrong[77] ^= 0x10
-            let folder = try Self.place(engine, big: wrong)
+            let (folder, wrong) = try Self.placeMismatched(engine, flipping: 77)
             let status = try engine.status(of: "kokoro")
             #expect(!status.isInstalled && status.placedBundle, "\(status)")
             #expect(status.fit.requiredBytes == 0 && status.fit.fits, "adopting it needs no room: \(status.fit)")
@@ -64,6 +67,9 @@ struct PlacedBundleTests {
         }
     }
 
+    // The adoption takes the model's lock, releases it, and the download takes it again at
+    // once: a program spawned meanwhile would hold a copy of the lock's descriptor between
+    // its fork and exec (busy), hence .noSpawnsMeanwhile (Tests/Support/TestThreads.swift).
     @Test("a complete, matching bundle is adopted by adoptPlacedBundle: installed in place, recorded with its hashes and origin, never fetched",
           .noSpawnsMeanwhile)
     func adoptedExplicitly() throws {
@@ -141,9 +147,7 @@ struct PlacedBundleTests {
     func mismatchIsLeftAlone() throws {
         try S.withTempDir { dir in
             let engine = try Self.engine(dir)
-            var wrong = Self.big
-            wrong[1234] ^= 0xFF
-            let folder = try Self.place(engine, big: wrong)
+            let (folder, wrong) = try Self.placeMismatched(engine, flipping: 1234)
             #expect(try engine.adoptPlacedBundle(modelId: "kokoro") == false)
             #expect(try engine.adoptPlacedBundle(modelId: "kokoro") == false)
             #expect(throws: LocalModelError.notInstalled(modelId: "kokoro")) { try engine.verify(modelId: "kokoro") }
@@ -218,9 +222,7 @@ struct PlacedBundleTests {
     func deleteRemovesIt() throws {
         try S.withTempDir { dir in
             let engine = try Self.engine(dir)
-            var wrong = Self.big
-            wrong[0] ^= 1
-            let folder = try Self.place(engine, big: wrong)
+            let (folder, _) = try Self.placeMismatched(engine, flipping: 0)
             #expect(try engine.delete(modelId: "kokoro").existed)
             #expect(!FileIO.exists(folder))
         }

@@ -118,6 +118,25 @@ final class Fractions: @unchecked Sendable {
     var first: Double? { lock.withLock { values.first } }
 }
 
+/// A download the user abandons: started in a task, whose cancellation comes once bytes
+/// have arrived; says what the task threw.
+@MainActor
+func abandon(_ key: String, _ download: @escaping (_ progress: @escaping @Sendable (Double) -> Void) async throws -> Void) async {
+    let (arrivals, arrived) = AsyncStream.makeStream(of: Double.self)
+    let task = Task {
+        defer { arrived.finish() }
+        try await download { fraction in arrived.yield(fraction) }
+    }
+    for await fraction in arrivals where fraction > 0 { break }
+    task.cancel()
+    do {
+        try await task.value
+        say(key, "finished before the cancellation")
+    } catch {
+        say(key, wording(error))
+    }
+}
+
 func listModels() {
     // The model picker: upstream's LocalModelInfo fields.
     let models: [ExtentosLocalTier.LocalModelInfo] = ExtentosLocalTier.models()
@@ -237,21 +256,8 @@ case "app":
     say("deleted.unknown", try ExtentosLocalTier.delete(modelId: "no-such-model"))
 
 case "cancel":
-    // A download the user abandons: its task is cancelled once bytes have arrived.
     let modelId = arguments.dropFirst().first ?? "local-qwen3-1.7b"
-    let (arrivals, arrived) = AsyncStream.makeStream(of: Double.self)
-    let task = Task {
-        defer { arrived.finish() }
-        try await sdk.fetch(modelId) { fraction in arrived.yield(fraction) }
-    }
-    for await fraction in arrivals where fraction > 0 { break }
-    task.cancel()
-    do {
-        try await task.value
-        say("cancel", "finished before the cancellation")
-    } catch {
-        say("cancel", wording(error))
-    }
+    await abandon("cancel") { progress in try await sdk.fetch(modelId, progress) }
     say("cancel.installed", sdk.list().first { $0.id == modelId }?.isInstalled)
     // Started again: it goes on from what the cancelled one kept.
     let fractions = Fractions()
@@ -265,19 +271,7 @@ case "cancel":
     say("resume.lastFraction", fractions.last)
     // The voice, abandoned the same way (when the catalog has one).
     if KokoroVoiceModel.totalBytes > 0 {
-        let (voiceArrivals, voiceArrived) = AsyncStream.makeStream(of: Double.self)
-        let voiceTask = Task {
-            defer { voiceArrived.finish() }
-            try await sdk.fetchVoice { fraction in voiceArrived.yield(fraction) }
-        }
-        for await fraction in voiceArrivals where fraction > 0 { break }
-        voiceTask.cancel()
-        do {
-            try await voiceTask.value
-            say("voice.cancel", "finished before the cancellation")
-        } catch {
-            say("voice.cancel", wording(error))
-        }
+        await abandon("voice.cancel") { progress in try await sdk.fetchVoice(progress) }
         say("voice.cancel.installed", sdk.voiceInstalled())
     }
 
