@@ -181,6 +181,14 @@ func downloadVoice() async {
     }
 }
 
+// The lines of issue 26 as an app writes them, verbatim (each failed to compile once).
+let setUp = ExtentosLocalTier.register
+let setUpVoice = ExtentosLocalVoice.register
+let make: (ExtentosConfig) -> ExtentosGlasses = Extentos.create
+let makeDefault: () -> ExtentosGlasses = Extentos.default
+let fetch = ExtentosLocalTier.download
+_ = LocalTierRegistry.autoResolver
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 let sdk = SDK()
 say("resolver.beforeRegister", LocalTierRegistry.autoResolver == nil ? "nil" : "set")
