@@ -76,10 +76,12 @@ final class TierRegistry: Sendable {
     }
 
     private func register(_ kind: LocalTierKind, site named: String?, install: (inout Tiers) -> Void) -> Outcome {
-        // The caller is named from the stack only when this registration is late: the
-        // common, early case stays free of any I/O. (The stack is still this call's own.)
-        let mayBeLate = state.withLock { !$0.tiers.has(kind) && $0.missed[kind] != nil }
-        let site = named ?? (mayBeLate ? CallSite.here().text : "")
+        // The calls are named from their stacks only when this registration is late: the
+        // common, early case stays free of any I/O. Both are named here, outside the lock
+        // (reading symbols takes a while); the stack is still this call's own.
+        let earlyCreate = state.withLock { s in s.tiers.has(kind) ? nil : s.missed[kind]?.firstSite }
+        let site = named ?? (earlyCreate != nil ? CallSite.here().text : "")
+        _ = earlyCreate?.text
         let outcome: Outcome = state.withLock { s in
             guard !s.tiers.has(kind) else { return .alreadyRegistered }
             install(&s.tiers)
