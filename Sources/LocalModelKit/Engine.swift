@@ -233,9 +233,11 @@ public final class LocalModelEngine: Sendable {
         }
     }
 
-    private func models(in snap: Snapshot) -> [ModelStatus] {
+    /// - Parameter kind: only the models of this kind (autoChoice needs the ladder alone, and
+    ///   not the `lstat`s of a placed voice's files).
+    private func models(in snap: Snapshot, kind: ModelKind? = nil) -> [ModelStatus] {
         let reserved = snap.reservedBytes
-        return catalog.models.map { model in
+        return catalog.models.filter { kind == nil || $0.kind == kind }.map { model in
             let record = snap.installs[model.id]
             let installed = isInstalled(model, record: record)
             let placed = !installed && hasPlacedBundle(model, record: record)
@@ -297,7 +299,7 @@ public final class LocalModelEngine: Sendable {
     public func autoChoiceInputs() throws(LocalModelError) -> AutoChoiceInputs {
         do {
             let snap = try snapshot()
-            let statuses = models(in: snap).filter { $0.model.kind == .llm }
+            let statuses = models(in: snap, kind: .llm)
             let memory = probe.memory()
             return AutoChoiceInputs(
                 rungs: statuses.map {
