@@ -8,7 +8,11 @@ public protocol ExtentosGlasses: AnyObject, Sendable {
     var config: ExtentosConfig { get }
     /// The declared capability footprint (from the configuration).
     var usedCapabilities: [DeclaredCapability] { get }
-    /// `#fileID:#line` of the `Extentos.create(...)` call that made this instance.
+    /// Where `Extentos.create(config:)` (or `Extentos.default()`) was called to make this
+    /// instance, `Folder/File.swift:line`, read from the call stack (the function's name in
+    /// a build without debug information). Known for an instance created while a local tier
+    /// was not registered, the one a register-before-create diagnostic can be about; "" for
+    /// one created with every tier in place (its call stack is never looked at).
     var createdAt: String { get }
     /// Whether this instance serves LLM requests on the device (`ExtentosLocalTier`).
     var localTier: LocalTierStatus { get }
@@ -38,19 +42,29 @@ public protocol ExtentosGlasses: AnyObject, Sendable {
 /// ```
 public enum Extentos {
     /// Creates the SDK instance with the local tiers registered so far.
-    public static func create(config: ExtentosConfig = ExtentosConfig(),
-                              fileID: String = #fileID, line: Int = #line) -> any ExtentosGlasses {
-        make(config: config, site: "\(fileID):\(line)", registry: .shared)
+    ///
+    /// Upstream's signature, so `let make: (ExtentosConfig) -> ExtentosGlasses =
+    /// Extentos.create` compiles. While some local tier is not registered, the call's place
+    /// is taken from the call stack (no symbols are read until a late `register()` needs
+    /// them), so the register-before-create diagnostic can name it.
+    public static func create(config: ExtentosConfig) -> ExtentosGlasses {
+        let registry = TierRegistry.shared
+        return make(config: config, site: registry.allRegistered ? .unknown : .here(), registry: registry)
     }
 
-    static func make(config: ExtentosConfig, site: String, registry: TierRegistry) -> Instance {
+    static func make(config: ExtentosConfig, site: CallSite, registry: TierRegistry) -> Instance {
         let tiers = registry.tiersForNewInstance(site: site, strict: config.strictRegistrationOrder)
-        return Instance(config: config, createdAt: site, tiers: tiers, registry: registry)
+        return Instance(config: config, site: site, tiers: tiers, registry: registry)
     }
 
-    /// `create(config: ExtentosConfig())`.
-    public static func `default`(fileID: String = #fileID, line: Int = #line) -> any ExtentosGlasses {
-        create(config: ExtentosConfig(), fileID: fileID, line: line)
+    /// An instance made at a named site (tests).
+    static func make(config: ExtentosConfig, site: String, registry: TierRegistry) -> Instance {
+        make(config: config, site: .named(site), registry: registry)
+    }
+
+    /// `create(config: ExtentosConfig())`, as upstream.
+    public static func `default`() -> ExtentosGlasses {
+        create(config: ExtentosConfig())
     }
 
     /// What the SDK noticed about its use in this process (a local tier registered after
@@ -61,16 +75,18 @@ public enum Extentos {
 
     final class Instance: ExtentosGlasses {
         let config: ExtentosConfig
-        let createdAt: String
+        let site: CallSite
         let tiers: TierRegistry.Tiers
         let registry: TierRegistry
 
-        init(config: ExtentosConfig, createdAt: String, tiers: TierRegistry.Tiers, registry: TierRegistry) {
+        init(config: ExtentosConfig, site: CallSite, tiers: TierRegistry.Tiers, registry: TierRegistry) {
             self.config = config
-            self.createdAt = createdAt
+            self.site = site
             self.tiers = tiers
             self.registry = registry
         }
+
+        var createdAt: String { site.text }
 
         var usedCapabilities: [DeclaredCapability] { config.usedCapabilities }
         var localTier: LocalTierStatus { registry.status(of: .models, in: tiers) }

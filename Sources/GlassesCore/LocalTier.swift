@@ -114,6 +114,18 @@ public struct AutoChoice: Sendable, Equatable {
     }
 }
 
+/// What `local-auto` resolves to on this device: upstream's verdict, with upstream's two
+/// cases exactly (apps `switch` over it without a `default:`). ``LocalTierRegistry/autoResolver``
+/// answers it; ``AutoChoice`` says the same with more beside it (the download target of a
+/// local answer, ``AutoChoice/cloudDetail``).
+public enum AutoResolution: Sendable, Equatable, Hashable {
+    /// Run this model on the device.
+    case local(modelId: String)
+    /// Serve from the cloud, for `reason`; `downloadTarget` names the model worth fetching
+    /// when fetching it would change the answer.
+    case cloud(reason: CloudFallbackReason, downloadTarget: String?)
+}
+
 /// The two local tiers an app can register.
 public enum LocalTierKind: String, Sendable, CaseIterable {
     /// `ExtentosLocalTier` (GlassesLocal): the on-device LLM ladder.
@@ -141,9 +153,9 @@ public enum LocalTierStatus: Sendable, Equatable, CustomStringConvertible {
     public enum Unavailable: Sendable, Equatable {
         /// `register()` has not run in this process.
         case notRegistered
-        /// `register()` ran at `registerSite` (`#fileID:#line`; "" when the call did not name
-        /// it, see `ExtentosLocalTier.register(fileID:line:)`), after this instance was
-        /// created: the instance keeps serving from the cloud. Create it after registering.
+        /// `register()` ran at `registerSite` (`Folder/File.swift:line` from the call stack; ""
+        /// when the build has no symbols to name it with), after this instance was created:
+        /// the instance keeps serving from the cloud. Create it after registering.
         case registeredAfterCreate(registerSite: String)
     }
 
@@ -185,10 +197,11 @@ public struct ExtentosDiagnostic: Sendable, Equatable, CustomStringConvertible {
     public let code: Code
     /// The tier it is about.
     public let tier: LocalTierKind
-    /// `#fileID:#line` of the first `Extentos.create(...)` that ran without the tier.
+    /// Where the first `Extentos.create(...)` that ran without the tier was called
+    /// (`Folder/File.swift:line` from the call stack; the function's name in a build without
+    /// debug information; "" without symbols).
     public let createSite: String
-    /// `#fileID:#line` of the late `register` call when it named itself
-    /// (`register(fileID:line:)`); "" for upstream's plain `register()`, which cannot.
+    /// Where the late `register()` was called, found the same way.
     public let registerSite: String
     /// How many instances were created without the tier.
     public let instancesAffected: Int

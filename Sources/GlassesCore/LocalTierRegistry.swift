@@ -10,10 +10,10 @@ import Darwin
 /// `register()` must run before `Extentos.create(config:)`: an instance takes its tiers
 /// when it is created, the way the iOS SDK wires its transports. A registration that
 /// comes later is kept (instances created afterwards see it) and reported once, naming the
-/// earlier `create` call (and the `register` call, when it named itself:
-/// `register(fileID:line:)`), on standard error and in ``Extentos/diagnostics``. Registering
-/// again, or from many threads at once, changes nothing. Nothing here does I/O except
-/// that one diagnostic.
+/// earlier `create` call and the late `register` call (both found on the call stack:
+/// ``CallSite``), on standard error and in ``Extentos/diagnostics``. Registering again, or
+/// from many threads at once, changes nothing. Nothing here does I/O except that one
+/// diagnostic (and naming its call sites).
 final class TierRegistry: Sendable {
     struct Tiers: Sendable {
         var models: (any LocalModelTier)?
@@ -28,13 +28,13 @@ final class TierRegistry: Sendable {
     }
 
     struct Missed {
-        var firstSite: String
+        var firstSite: CallSite
         var count: Int
     }
 
     private struct State {
         var tiers = Tiers()
-        /// Per registered tier: its `register` call site, "" when the call did not name one.
+        /// Per registered tier: its `register` call site, "" when it could not be named.
         var registerSites: [LocalTierKind: String] = [:]
         /// Per tier: the instances created while it was not registered.
         var missed: [LocalTierKind: Missed] = [:]
@@ -63,8 +63,8 @@ final class TierRegistry: Sendable {
         case late(ExtentosDiagnostic, strict: Bool)
     }
 
-    /// - Parameter site: `#fileID:#line` of the app's `register` call; nil when the call
-    ///   did not name it (upstream's plain `register()`).
+    /// - Parameter site: `#fileID:#line` of the app's `register` call; nil to find it on the
+    ///   call stack, which is done only when the registration is late.
     @discardableResult
     func register(models tier: any LocalModelTier, site: String?) -> Outcome {
         register(.models, site: site) { $0.models = tier }
@@ -75,8 +75,13 @@ final class TierRegistry: Sendable {
         register(.voice, site: site) { $0.voice = tier }
     }
 
-    private func register(_ kind: LocalTierKind, site: String?, install: (inout Tiers) -> Void) -> Outcome {
-        let site = site ?? ""
+    private func register(_ kind: LocalTierKind, site named: String?, install: (inout Tiers) -> Void) -> Outcome {
+        // The calls are named from their stacks only when this registration is late: the
+        // common, early case stays free of any I/O. Both are named here, outside the lock
+        // (reading symbols takes a while); the stack is still this call's own.
+        let earlyCreate = state.withLock { s in s.tiers.has(kind) ? nil : s.missed[kind]?.firstSite }
+        let site = named ?? (earlyCreate != nil ? CallSite.here().text : "")
+        _ = earlyCreate?.text
         let outcome: Outcome = state.withLock { s in
             guard !s.tiers.has(kind) else { return .alreadyRegistered }
             install(&s.tiers)
@@ -96,8 +101,14 @@ final class TierRegistry: Sendable {
         return outcome
     }
 
+    /// Whether every local tier is registered: then no instance created now can be the
+    /// subject of a diagnostic, and `create` need not look at its call stack.
+    var allRegistered: Bool {
+        state.withLock { s in LocalTierKind.allCases.allSatisfy(s.tiers.has) }
+    }
+
     /// The tiers a new instance gets; remembers the instance's call site for every tier it lacks.
-    func tiersForNewInstance(site: String, strict: Bool) -> Tiers {
+    func tiersForNewInstance(site: CallSite, strict: Bool) -> Tiers {
         state.withLock { s in
             if strict { s.strictInstances += 1 }
             for kind in LocalTierKind.allCases where !s.tiers.has(kind) {
@@ -132,10 +143,12 @@ final class TierRegistry: Sendable {
         state.withLock { $0 = State() }
     }
 
-    /// - Parameter registerSite: the late call's `#fileID:#line`, "" when it did not name it.
+    /// - Parameter registerSite: the late call's site, "" when it could not be named.
     static func lateDiagnostic(_ kind: LocalTierKind, missed: Missed, registerSite: String) -> ExtentosDiagnostic {
         let others = missed.count - 1
         let known = !registerSite.isEmpty
+        let createSite = missed.firstSite.text
+        let created = createSite.isEmpty ? "Extentos.create(...)" : "Extentos.create(...) at \(createSite)"
         let instances = others == 0 ? "That instance"
             : "That instance and \(others) other\(others == 1 ? "" : "s") created before \(known ? registerSite : "it")"
         let consequence: String
@@ -145,18 +158,18 @@ final class TierRegistry: Sendable {
         case .voice:
             consequence = "\(instances) speak\(others == 0 ? "s" : "") with the cloud voice: the on-device Kokoro voice is never used."
         }
-        // Upstream's plain register() cannot know its caller; register(fileID:line:) can.
+        // The sites come from the call stack: a build without symbols cannot name them.
         let ran = known ? "ran at \(registerSite), after" : "ran after"
-        let naming = known ? "" : " (Call \(kind.registerCall.dropLast(2))(fileID: #fileID, line: #line) instead to have this message name the register call.)"
+        let naming = known && !createSite.isEmpty ? "" : " (The call stack could not name \(known ? "the create call" : createSite.isEmpty ? "either call" : "the register call"): this build has no debug information for it; a debug build names it.)"
         let message = """
-            Extentos: \(kind.registerCall) \(ran) Extentos.create(...) at \(missed.firstSite) had already created an instance. \
+            Extentos: \(kind.registerCall) \(ran) \(created) had already created an instance. \
             \(consequence) \
             Fix: call \(kind.registerCall) before Extentos.create(...). In a SwiftUI App or any type whose stored property calls \
             Extentos.create(...), stored-property initializers run before init(): declare the handle without an initializer \
             (`let glasses: any ExtentosGlasses`) and assign it in init() after the register() calls. \
             Set EXTENTOS_STRICT_ORDER=1 (or ExtentosConfig.strictRegistrationOrder) to stop the program here instead.\(naming)
             """
-        return ExtentosDiagnostic(code: .registeredAfterCreate, tier: kind, createSite: missed.firstSite,
+        return ExtentosDiagnostic(code: .registeredAfterCreate, tier: kind, createSite: createSite,
                                   registerSite: registerSite, instancesAffected: missed.count, message: message)
     }
 
@@ -184,17 +197,39 @@ final class TierRegistry: Sendable {
     }
 }
 
-/// The registry the local-tier facades fill. Apps call `ExtentosLocalTier.register()` and
-/// `ExtentosLocalVoice.register()`, not these.
+/// The registry the local-tier facades fill: upstream's seam (``autoResolver``), and this
+/// package's register-before-create check beside it. Apps call `ExtentosLocalTier.register()`
+/// and `ExtentosLocalVoice.register()`, which fill it.
 public enum LocalTierRegistry {
+    private static let resolver = Locked<(@Sendable (_ servedRemotely: Bool) -> AutoResolution)?>(nil)
+
+    /// Resolves `local-auto` against this device: set by `ExtentosLocalTier.register()`, as
+    /// upstream's is, and asked by the SDK's core when an assistant starts with `local-auto`.
+    ///
+    /// `servedRemotely` is true for a session whose models are served elsewhere (upstream's
+    /// browser simulator, where the gateway hosts every rung): every rung's weights then
+    /// count as present, so the answer turns on the device's memory class alone. Nil until a
+    /// local tier registers one: `local-auto` is then served from the cloud.
+    ///
+    /// ```swift
+    /// switch LocalTierRegistry.autoResolver?(false) {
+    /// case .local(let modelId)?: runOnDevice(modelId)
+    /// case .cloud(let reason, let downloadTarget)?: useCloud(reason, offer: downloadTarget)
+    /// case nil: useCloud(.noEligibleRungs, offer: nil)
+    /// }
+    /// ```
+    public static var autoResolver: (@Sendable (_ servedRemotely: Bool) -> AutoResolution)? {
+        get { resolver.withLock { $0 } }
+        set { resolver.withLock { $0 = newValue } }
+    }
+
     /// Registers the LLM tier; `site` is the app's `register` call site (`#fileID:#line`),
-    /// nil when the call did not name it.
+    /// nil to have it found on the call stack when the registration comes late.
     public static func register(models tier: any LocalModelTier, site: String?) {
         TierRegistry.shared.register(models: tier, site: site)
     }
 
-    /// Registers the voice tier; `site` is the app's `register` call site (`#fileID:#line`),
-    /// nil when the call did not name it.
+    /// Registers the voice tier; `site` as for ``register(models:site:)``.
     public static func register(voice tier: any LocalVoiceTier, site: String?) {
         TierRegistry.shared.register(voice: tier, site: site)
     }
@@ -204,8 +239,9 @@ public enum LocalTierRegistry {
         TierRegistry.shared.isRegistered(kind)
     }
 
-    /// Forgets every registration, instance and diagnostic (tests only).
+    /// Forgets every registration, instance, diagnostic and the resolver (tests only).
     public static func resetForTesting() {
         TierRegistry.shared.reset()
+        autoResolver = nil
     }
 }

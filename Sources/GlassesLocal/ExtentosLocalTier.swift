@@ -32,7 +32,8 @@ public enum ExtentosLocalTier {
         public let displayName: String
         /// Memory the loaded model needs, in MB.
         public let requiredMb: Int
-        /// Every file verified and the install committed.
+        /// Every file verified and the install committed; for the voice (``allModels()``),
+        /// as `KokoroVoiceModel.isInstalled()` answers (a bundle an app placed counts).
         public let isInstalled: Bool
         /// Whether ``autoChoice()`` may pick it.
         public let autoEligible: Bool
@@ -61,8 +62,17 @@ public enum ExtentosLocalTier {
         public let requiredMb: Int
         /// Free space on the store's filesystem for this user, minus other downloads' reservations.
         public let availableMb: Int
-        /// Whether `requiredMb` is within `availableMb` (false for an unknown id).
-        public var fits: Bool
+        /// Whether it fits, compared in bytes (the MB figures are rounded: up for
+        /// `requiredMb`, down for `availableMb`). Get-only, as upstream's.
+        public var fits: Bool { fitsInBytes }
+        private let fitsInBytes: Bool
+
+        init(modelId: String, requiredMb: Int, availableMb: Int, fits: Bool) {
+            self.modelId = modelId
+            self.requiredMb = requiredMb
+            self.availableMb = availableMb
+            self.fitsInBytes = fits
+        }
     }
 
     /// The upstream SDK's error of the local tier: an id the catalog does not have.
@@ -100,10 +110,15 @@ public enum ExtentosLocalTier {
     /// `code` (`ErrorCode`, also the command's `--json` error code) and `exitStatus`.
     public typealias EngineError = LocalModelError
 
-    /// Upstream's error where there is one (an unknown id), else the engine's own.
-    static func facadeError(_ error: LocalModelError) -> any Error {
-        if case .unknownModel(let id) = error { return LocalTierError.unknownModel(id) }
-        return error
+    /// Upstream's error where there is one (an unknown id), Swift's `CancellationError` for a
+    /// cancelled task (the engine's `cancelled`, which the command line reports as exit 130),
+    /// else the engine's own.
+    package static func facadeError(_ error: LocalModelError) -> any Error {
+        switch error {
+        case .unknownModel(let id): return LocalTierError.unknownModel(id)
+        case .cancelled: return CancellationError()
+        default: return error
+        }
     }
 
     // MARK: Configuration
@@ -154,22 +169,34 @@ public enum ExtentosLocalTier {
 
     /// Makes the local tier known to the SDK. Call it before `Extentos.create(config:)`:
     /// an instance created earlier keeps serving from the cloud, and a diagnostic naming
-    /// that `create` call is printed and kept in `Extentos.diagnostics`.
+    /// that `create` call and this one (both read from the call stack) is printed and kept
+    /// in `Extentos.diagnostics`.
+    ///
+    /// As upstream's, it sets `LocalTierRegistry.autoResolver`, the SDK core's seam for
+    /// `local-auto`: this tier's ``autoChoice()`` as an `AutoResolution` (served remotely,
+    /// every rung's weights count as present).
     ///
     /// Free: no I/O. The store is opened by the first ``models()`` or ``autoChoice()``.
-    /// Calling it again, or from several threads at once, changes nothing.
-    ///
-    /// Upstream's signature, so `let setUp: () -> Void = ExtentosLocalTier.register` works.
-    /// A plain call cannot know where it was made: ``register(fileID:line:)`` has the
-    /// diagnostic name the `register` call too.
+    /// Calling it again, or from several threads at once, changes nothing. Upstream's
+    /// signature, its only declaration: `let setUp = ExtentosLocalTier.register` compiles.
     public static func register() {
+        LocalTierRegistry.autoResolver = { servedRemotely in resolve(servedRemotely: servedRemotely) }
         LocalTierRegistry.register(models: Tier(), site: nil)
     }
 
-    /// ``register()``, naming its call site for the late-registration diagnostic:
-    /// `ExtentosLocalTier.register(fileID: #fileID, line: #line)`.
-    public static func register(fileID: String, line: Int) {
-        LocalTierRegistry.register(models: Tier(), site: "\(fileID):\(line)")
+    /// `local-auto` for upstream's seam: the engine's decision without this package's
+    /// extras. A store that cannot be read resolves to the cloud (`noEligibleRungs`), and
+    /// ``storeProblem`` says why.
+    static func resolve(servedRemotely: Bool) -> AutoResolution {
+        let decision: AutoDecision
+        do {
+            decision = try engine().autoChoice(servedRemotely: servedRemotely)
+        } catch {
+            note(error)
+            return .cloud(reason: .noEligibleRungs, downloadTarget: nil)
+        }
+        if let modelId = decision.modelId { return .local(modelId: modelId) }
+        return .cloud(reason: decision.cloudReason.map(CloudFallbackReason.init) ?? .noEligibleRungs, downloadTarget: decision.downloadTarget)
     }
 
     /// The LLM ladder with its install state, as the upstream SDK answers: the models an
@@ -186,7 +213,8 @@ public enum ExtentosLocalTier {
         let (statuses, problem) = engine.modelsAnswer()
         note(problem)
         return statuses.map { s in
-            LocalModelInfo(id: s.model.id, displayName: s.model.displayName, requiredMb: s.model.requiredMb, isInstalled: s.isInstalled,
+            LocalModelInfo(id: s.model.id, displayName: s.model.displayName, requiredMb: s.model.requiredMb,
+                           isInstalled: s.isInstalled || s.placedBundle,
                            autoEligible: s.model.autoEligible, kind: s.model.kind == .llm ? .llm : .voice,
                            downloadBytes: s.model.downloadBytes, installedBytes: s.model.installedBytes)
         }
@@ -223,27 +251,31 @@ public enum ExtentosLocalTier {
     ///
     /// `onProgress` receives a byte-weighted fraction in [0, 1]: non-decreasing, starting
     /// at what is already on disk, a few calls a second at most, and exactly one 1.0, after
-    /// the install has committed. Cancelling the task stops the transfer promptly and keeps
-    /// the partial data for a later call.
+    /// the install has committed. Cancelling the task stops the transfer promptly, keeps
+    /// the partial data for a later call, and throws `CancellationError`.
     ///
     /// ```swift
     /// try await ExtentosLocalTier.download(modelId: "local-qwen3-1.7b") { fraction in
     ///     Task { @MainActor in progressView.progress = fraction }
     /// }
     /// ```
-    /// - Throws: ``LocalTierError/unknownModel(_:)`` for an id the catalog does not have;
-    ///   every other failure as ``EngineError`` (`insufficientStorage`, `busy`,
-    ///   `integrityMismatch`, `temporary`, `cancelled`, …). Nothing is ever left half-installed.
+    /// - Throws: `CancellationError` when the task was cancelled; ``LocalTierError/unknownModel(_:)``
+    ///   for an id the catalog does not have; every other failure as ``EngineError``
+    ///   (`insufficientStorage`, `busy`, `integrityMismatch`, `temporary`, …). Nothing is
+    ///   ever left half-installed.
     public static func download(modelId: String, onProgress: @escaping @Sendable (Double) -> Void = { _ in }) async throws {
-        try await download(modelId: modelId, options: DownloadOptions()) { event in
+        try await downloadWithEvents(modelId: modelId, options: DownloadOptions()) { event in
             if case .progress(_, _, let fraction, _) = event { onProgress(fraction) }
         }
     }
 
-    /// The richer form: every event (phase, bytes, total, rate, retries with their cause,
-    /// stalls, done) as the download runs.
-    public static func download(modelId: String, options: DownloadOptions,
-                                onEvent: @escaping @Sendable (DownloadEvent) -> Void) async throws {
+    /// ``download(modelId:onProgress:)`` with every event (phase, bytes, total, rate,
+    /// retries with their cause, stalls, done) as the download runs, and the transfer's
+    /// options. A name of its own: upstream's `download` has one declaration, so
+    /// `let fetch = ExtentosLocalTier.download` compiles.
+    /// - Throws: as ``download(modelId:onProgress:)``.
+    public static func downloadWithEvents(modelId: String, options: DownloadOptions,
+                                          onEvent: @escaping @Sendable (DownloadEvent) -> Void) async throws {
         do {
             _ = try await engine().download(modelId: modelId, options: options, onEvent: onEvent)
         } catch {
@@ -254,14 +286,16 @@ public enum ExtentosLocalTier {
     /// Deletes a model's files, partial data and record.
     ///
     /// As upstream: false when there was nothing to delete, for an id the catalog does not
-    /// have as for a model that is not installed (an unknown id is not an error here).
+    /// have as for a model that is not installed (an unknown id is not an error here), also
+    /// on a device whose store does not exist yet (or has no place at all): nothing is
+    /// created to answer.
     /// - Throws: ``EngineError`` `busy` while any process downloads the model; the store's
     ///   own failures (it cannot be opened or written) as ``EngineError`` too.
     @discardableResult
     public static func delete(modelId: String) throws -> Bool {
         do {
             return try engine().delete(modelId: modelId).existed
-        } catch .unknownModel {
+        } catch .unknownModel, .noStoreFolder {
             return false
         }
     }

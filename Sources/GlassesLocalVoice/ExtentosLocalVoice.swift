@@ -7,18 +7,13 @@ import LocalModelKit
 public enum ExtentosLocalVoice {
     /// Makes the on-device voice known to the SDK. Call it before `Extentos.create(config:)`:
     /// an instance created earlier keeps the cloud voice, and a diagnostic naming that
-    /// `create` call is printed and kept in `Extentos.diagnostics`. Free: no I/O.
+    /// `create` call and this one (both read from the call stack) is printed and kept in
+    /// `Extentos.diagnostics`. Free: no I/O.
     ///
-    /// Upstream's signature, so `let setUp: () -> Void = ExtentosLocalVoice.register` works;
-    /// ``register(fileID:line:)`` has the diagnostic name the `register` call too.
+    /// Upstream's signature, its only declaration: `let setUpVoice = ExtentosLocalVoice.register`
+    /// compiles.
     public static func register() {
         LocalTierRegistry.register(voice: Tier(), site: nil)
-    }
-
-    /// ``register()``, naming its call site for the late-registration diagnostic:
-    /// `ExtentosLocalVoice.register(fileID: #fileID, line: #line)`.
-    public static func register(fileID: String, line: Int) {
-        LocalTierRegistry.register(voice: Tier(), site: "\(fileID):\(line)")
     }
 
     /// Whether ``register()`` ran.
@@ -91,8 +86,10 @@ public enum KokoroVoiceModel {
     }
 
     /// Deletes the voice bundle: its folder (a placed bundle too), partial data and record.
-    /// Nothing there is not an error.
-    /// - Throws: `ExtentosLocalTier.EngineError` `busy` while a download of the voice runs.
+    /// Nothing there is not an error, as upstream: with nothing installed (no store yet, or
+    /// no place for one) it returns, writing nothing.
+    /// - Throws: `ExtentosLocalTier.EngineError` `busy` while a download of the voice runs;
+    ///   the store's own failures while removing what is there.
     public static func delete() throws {
         try ExtentosLocalTier.delete(modelId: modelId)
     }
@@ -101,7 +98,8 @@ public enum KokoroVoiceModel {
     /// `ExtentosLocalTier.download(modelId:onProgress:)`. A bundle placed in
     /// ``ExtentosLocalVoice/modelDirectory`` whose files all check out is installed as it
     /// is, with nothing fetched.
-    /// - Throws: ``DownloadError`` where upstream has the case; every other failure as
+    /// - Throws: `CancellationError` when the task was cancelled (the partial data kept);
+    ///   ``DownloadError`` where upstream has the case; every other failure as
     ///   `ExtentosLocalTier.EngineError`.
     public static func download(progress: @escaping @Sendable (Double) -> Void) async throws {
         do {
@@ -110,19 +108,31 @@ public enum KokoroVoiceModel {
             }
         } catch {
             if let upstream = DownloadError.upstream(error) { throw upstream }
-            throw error
+            throw ExtentosLocalTier.facadeError(error)
         }
     }
 
-    /// Whether the voice serves from the device: true when its install committed (every
-    /// file verified, recorded). As upstream, a bundle an app placed in
-    /// ``ExtentosLocalVoice/modelDirectory`` counts: the first call that finds every file
-    /// there with its catalog size checks their SHA-256s, and when they match installs the
-    /// bundle as it is (recorded, never downloaded again) and answers true. One that does
-    /// not match stays where it is, answers false, and is not hashed again until a file
-    /// changes; a download replaces it.
+    /// Whether the voice serves from the device, as upstream documents it: its install
+    /// committed (every file verified, recorded), or every bundle file is in
+    /// ``ExtentosLocalVoice/modelDirectory`` with its catalog size (a bundle the app placed
+    /// there). Records and `lstat`s only: a placed bundle's hashes are checked, and the
+    /// bundle installed as it is, by ``adoptPlacedBundle()``, ``download(progress:)`` or
+    /// `glasses-local verify`, never here. One already found not to match answers false.
     public static func isInstalled() -> Bool {
-        guard let engine = try? ExtentosLocalTier.sharedEngine() else { return false }
-        return (try? engine.status(of: modelId).isInstalled) ?? false
+        guard let engine = try? ExtentosLocalTier.sharedEngine(), let status = try? engine.status(of: modelId) else { return false }
+        return status.isInstalled || status.placedBundle
+    }
+
+    /// Checks the hashes of a bundle placed in ``ExtentosLocalVoice/modelDirectory`` and,
+    /// when every file matches, installs it as it is (recorded, never fetched). Hashing
+    /// 369 MB takes seconds on a phone: it runs on a thread of its own, never the caller's.
+    /// ``download(progress:)`` does the same before fetching anything.
+    /// - Returns: whether a bundle was adopted by this call (false when none is there, it
+    ///   is incomplete or does not match, or the voice is installed already).
+    /// - Throws: `ExtentosLocalTier.EngineError` (`busy` while a download of the voice runs,
+    ///   the store's own failures).
+    @discardableResult
+    public static func adoptPlacedBundle() async throws -> Bool {
+        try await ExtentosLocalTier.sharedEngine().adoptPlacedBundleInBackground(modelId: modelId)
     }
 }

@@ -14,6 +14,11 @@ public struct ModelStatus: Sendable, Equatable {
     /// installed version keeps working, with its recorded hashes, until `download`
     /// installs the new one beside it and switches.
     public var updateAvailable: Bool = false
+    /// Not installed, but a complete bundle waits in its install folder (a voice an app
+    /// seeded: every catalog file there, a regular file of its size): `download`, `verify`
+    /// or `adoptPlacedBundle(modelId:)` check its hashes and install it as it is, with
+    /// nothing fetched. Known from `lstat`s; nothing was hashed.
+    public var placedBundle: Bool = false
 }
 
 /// Whether a model's install fits the store's filesystem.
@@ -259,54 +264,53 @@ public final class LocalModelEngine: Sendable {
                         files: files, held: held, reservations: reservations, space: try probe.space(at: layout.root))
     }
 
-    /// Every catalog model with its install state and storage fit. A voice bundle placed
-    /// in its install folder is adopted first (see `adoptPlacedBundle`).
+    /// Every catalog model with its install state and storage fit. Reads the records and
+    /// `stat`s the store: never hashes, never writes (a placed bundle is reported, see
+    /// ``ModelStatus/placedBundle``, and adopted only by `download`, `verify` or
+    /// `adoptPlacedBundle(modelId:)`).
     public func models() throws(LocalModelError) -> [ModelStatus] {
         do {
-            let snap = try snapshot()
-            if adoptPlacedBundles(catalog.models.map { ($0, snap.installs[$0.id]) }) {
-                return models(in: try snapshot())
-            }
-            return models(in: snap)
+            return models(in: try snapshot())
         } catch {
             throw .wrap(error)
         }
     }
 
-    private func models(in snap: Snapshot) -> [ModelStatus] {
+    /// - Parameter kind: only the models of this kind (autoChoice needs the ladder alone, and
+    ///   not the `lstat`s of a placed voice's files).
+    private func models(in snap: Snapshot, kind: ModelKind? = nil) -> [ModelStatus] {
         let reserved = snap.reservedBytes
-        return catalog.models.map { model in
+        return catalog.models.filter { kind == nil || $0.kind == kind }.map { model in
             let record = snap.installs[model.id]
             let installed = isInstalled(model, record: record)
+            let placed = !installed && hasPlacedBundle(model, record: record)
             let own = snap.reservations.first { $0.modelId == model.id }?.bytes ?? 0
-            let fit = storageFit(model, installed: installed, space: snap.space, reservedByOthers: max(0, reserved - own), held: snap.held)
+            let fit = storageFit(model, installed: installed || placed, space: snap.space, reservedByOthers: max(0, reserved - own),
+                                 held: snap.held)
             // An install made from this catalog version has this catalog's files (a user's
             // model is compared whatever its version: see `snapshot`).
             let update = installed && snap.files[model.id].map { !model.matches(recorded: $0) } == true
             return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit,
-                               updateAvailable: update)
+                               updateAvailable: update, placedBundle: placed)
         }
     }
 
-    /// The status of one model. A voice bundle placed in its install folder is adopted
-    /// first (see `adoptPlacedBundle`).
+    /// The status of one model, read as ``models()`` reads them (records and `stat`s only).
     public func status(of id: String) throws(LocalModelError) -> ModelStatus {
         do {
             let model = try knownModel(id)
-            var records = try existingRecords()
-            var record = try records?.install(id)
-            if adoptPlacedBundles([(model, record)]) {
-                records = try existingRecords()
-                record = try records?.install(id)
-            }
+            let records = try existingRecords()
+            let record = try records?.install(id)
             let installed = isInstalled(model, record: record)
+            let placed = !installed && hasPlacedBundle(model, record: record)
             let reserved = try records?.read { try $0.reservedBytes(excluding: id) } ?? 0
-            let fit = storageFit(model, installed: installed, space: try probe.space(at: layout.root), reservedByOthers: reserved)
+            let fit = storageFit(model, installed: installed || placed, space: try probe.space(at: layout.root), reservedByOthers: reserved)
             // An install made from this catalog version has this catalog's files.
             // A user's model changes with `add --force`, whatever the catalog's version.
             let update = try installed && ((record?.catalogVersion ?? 0) < catalog.catalogVersion || model.origin == .user)
                 && !model.matches(recorded: records?.files(id) ?? [])
-            return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit, updateAvailable: update)
+            return ModelStatus(model: model, isInstalled: installed, isPartial: record?.state == .partial, fit: fit, updateAvailable: update,
+                               placedBundle: placed)
         } catch {
             throw .wrap(error)
         }
@@ -323,11 +327,24 @@ public final class LocalModelEngine: Sendable {
         try AutoChoiceRule.decide(autoChoiceInputs())
     }
 
+    /// The rule as upstream's resolver asks it: `servedRemotely`, the models are served
+    /// elsewhere (upstream's simulator), so every rung's weights count as present and the
+    /// store is not read; the answer turns on the device's memory alone.
+    public func autoChoice(servedRemotely: Bool) throws(LocalModelError) -> AutoDecision {
+        guard servedRemotely else { return try autoChoice() }
+        let memory = probe.memory()
+        let rungs = catalog.models.filter { $0.kind == .llm }.map {
+            LadderRung(id: $0.id, requiredMb: $0.requiredMb, autoEligible: $0.autoEligible, isInstalled: true, storageNeededBytes: 0)
+        }
+        return AutoChoiceRule.decide(AutoChoiceInputs(rungs: rungs, classBudgetMb: Int(Double(memory.physicalMb) * memoryShare),
+                                                      availableNowMb: memory.availableMb, freeStorageBytes: 0))
+    }
+
     /// The rule's inputs as read now (for `auto --explain` and tests).
     public func autoChoiceInputs() throws(LocalModelError) -> AutoChoiceInputs {
         do {
             let snap = try snapshot()
-            let statuses = models(in: snap).filter { $0.model.kind == .llm }
+            let statuses = models(in: snap, kind: .llm)
             let memory = probe.memory()
             return AutoChoiceInputs(
                 rungs: statuses.map {
@@ -404,6 +421,7 @@ public final class LocalModelEngine: Sendable {
         (try? existingRecords()?.read { try $0.heldFiles() }) ?? []
     }
 
+    /// - Parameter installed: installed, or a placed bundle whose adoption needs no room.
     func storageFit(_ model: CatalogModel, installed: Bool, space: FilesystemSpace, reservedByOthers: Int64,
                     held: Set<String>? = nil) -> StorageFit {
         let available = max(0, space.availableBytes - reservedByOthers)

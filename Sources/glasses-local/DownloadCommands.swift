@@ -274,7 +274,8 @@ enum TransferCommands {
         let options = try options(context)
         var ids = context.invocation.positional
         if ids.isEmpty {
-            ids = try context.attempt { try engine.models().filter(\.isInstalled).map(\.model.id) }
+            // Installed models, and bundles placed in an install folder (verify adopts them).
+            ids = try context.attempt { try engine.models().filter { $0.isInstalled || $0.placedBundle }.map(\.model.id) }
             if ids.isEmpty {
                 context.console.say("no installed models to verify")
                 if context.console.json { context.console.printJSON(["models": []]) }

@@ -41,15 +41,18 @@ enum QueryCommands {
 
     static func stateText(_ s: ModelStatus) -> String {
         if s.isInstalled { return s.updateAvailable ? "installed, update available" : "installed" }
+        if s.placedBundle { return "placed, not verified" }
         if s.fit.presentBytes > 0 { return "partial \(Int(Double(s.fit.presentBytes) * 100 / Double(max(1, s.model.downloadBytes))))%" }
         return "-"
     }
 
     /// `list --json`'s "state": installed, partial, notInstalled — or unknown when the
-    /// records cannot be read.
+    /// records cannot be read. A placed bundle is notInstalled (with `placedBundle`) until
+    /// `verify` or a download adopts it.
     static func stateName(_ s: ModelStatus, recordsDamaged: Bool) -> String {
         if recordsDamaged { return "unknown" }
         if s.isInstalled { return "installed" }
+        if s.placedBundle { return "notInstalled" }
         return s.isPartial || s.fit.presentBytes > 0 ? "partial" : "notInstalled"
     }
 
@@ -81,7 +84,7 @@ enum QueryCommands {
                      "origin": .string(s.model.origin.rawValue),
                      "requiredMb": JSONValue(s.model.requiredMb), "autoEligible": .bool(s.model.autoEligible),
                      "isInstalled": .bool(s.isInstalled), "state": .string(stateName(s, recordsDamaged: damage != nil)),
-                     "updateAvailable": .bool(s.updateAvailable),
+                     "updateAvailable": .bool(s.updateAvailable), "placedBundle": .bool(s.placedBundle),
                      "downloadBytes": .int(s.model.downloadBytes),
                      "installedBytes": .int(s.model.installedBytes), "presentBytes": .int(s.fit.presentBytes),
                      "fit": ["requiredMb": JSONValue(s.fit.requiredMb), "availableMb": JSONValue(s.fit.availableMb), "fits": .bool(s.fit.fits)]]
@@ -107,6 +110,9 @@ enum QueryCommands {
             if statuses.contains(where: { $0.model.origin == .user }) {
                 context.console.say("(added): added to this store with 'glasses-local add' (\(UserCatalog.path(in: engine.layout))); its MEMORY is the estimate made then.")
             }
+            if let placed = statuses.first(where: \.placedBundle) {
+                context.console.say("placed: every file is in the install folder with its size; 'glasses-local verify \(placed.model.id)' checks the hashes and installs it (nothing is fetched).")
+            }
             if damage != nil {
                 context.console.say("STATE unknown: the install records cannot be read; STORAGE counts only the partial data on disk.")
             }
@@ -131,6 +137,7 @@ enum QueryCommands {
                 "requiredMb": JSONValue(m.requiredMb), "autoEligible": .bool(m.autoEligible), "revision": JSONValue(m.revision),
                 "origin": .string(m.origin.rawValue),
                 "isInstalled": .bool(s.isInstalled), "state": JSONValue(record?.state.rawValue), "updateAvailable": .bool(s.updateAvailable),
+                "placedBundle": .bool(s.placedBundle),
                 "installPath": .string(record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind)),
                 "downloadBytes": .int(m.downloadBytes), "installedBytes": .int(m.installedBytes),
                 "fit": fitJSON(s.fit),
@@ -169,7 +176,14 @@ enum QueryCommands {
             case .archive(let a): c.say("  source \(n + 1):       \(a.format.rawValue) archive \(a.url)\(auth)")
             }
         }
-        c.say("  state:          \(s.isInstalled ? "installed in \(record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind))" : (s.fit.presentBytes > 0 ? "partly downloaded (\(Format.bytes(s.fit.presentBytes)))" : "not installed"))")
+        let folder = record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: m.id, kind: m.kind)
+        if s.isInstalled {
+            c.say("  state:          installed in \(folder)")
+        } else if s.placedBundle {
+            c.say("  state:          placed in \(folder), not verified yet: 'glasses-local verify \(m.id)' checks the hashes and installs it (nothing is fetched)")
+        } else {
+            c.say("  state:          \(s.fit.presentBytes > 0 ? "partly downloaded (\(Format.bytes(s.fit.presentBytes)))" : "not installed")")
+        }
         if s.updateAvailable {
             c.say("  update:         available — the catalog changed its files; 'glasses-local download \(m.id)' installs the new version beside this one, then switches")
         }

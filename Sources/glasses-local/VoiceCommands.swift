@@ -31,14 +31,14 @@ enum VoiceCommands {
         let engine = try context.engine()
         let status = try context.attempt { try engine.status(of: model.id) }
         let record = try context.attempt { try engine.record(of: model.id) }
-        let state = status.isInstalled ? "installed" : (status.fit.presentBytes > 0 ? "partial" : "notInstalled")
+        let state = status.isInstalled ? "installed" : (status.fit.presentBytes > 0 && !status.placedBundle ? "partial" : "notInstalled")
         let path = record.map(engine.layout.folder(of:)) ?? engine.layout.installPath(id: model.id, kind: model.kind)
         let source = status.isInstalled ? record?.source : nil
         if context.console.json {
             context.console.printJSON([
                 "modelId": .string(model.id), "displayName": .string(model.displayName), "state": .string(state),
                 "installedBytes": .int(model.installedBytes), "downloadBytes": .int(model.downloadBytes),
-                "presentBytes": .int(status.fit.presentBytes), "source": JSONValue(source),
+                "presentBytes": .int(status.fit.presentBytes), "source": JSONValue(source), "placedBundle": .bool(status.placedBundle),
                 "path": status.isInstalled ? .string(path) : .null, "fit": QueryCommands.fitJSON(status.fit),
             ])
             return .ok
@@ -47,6 +47,8 @@ enum VoiceCommands {
         switch state {
         case "installed": c.say("\(model.id) (\(model.displayName)): installed")
         case "partial": c.say("\(model.id) (\(model.displayName)): partly downloaded, \(Format.bytes(status.fit.presentBytes)) of \(Format.bytes(model.downloadBytes)) kept")
+        case _ where status.placedBundle:
+            c.say("\(model.id) (\(model.displayName)): placed in \(path), not verified yet: 'glasses-local verify \(model.id)' (or 'voice download') checks the hashes and installs it, fetching nothing")
         default: c.say("\(model.id) (\(model.displayName)): not installed")
         }
         c.say("  size:    \(Format.bytes(model.installedBytes)) on disk (\(Format.grouped(Int(model.installedBytes))) bytes, \(model.files.count) files); download \(Format.bytes(model.downloadBytes)) from its first source")

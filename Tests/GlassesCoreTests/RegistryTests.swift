@@ -176,27 +176,67 @@ struct RegistryTests {
         #expect(CloudFallbackDetail.localTierNotRegistered.reason == .noEligibleRungs)
     }
 
-    /// Upstream's plain register() cannot know its call site: the diagnostic still names the
-    /// create call, says the register call ran after it, and tells how to have it named.
-    @Test func aRegistrationWithoutASiteIsReportedWithoutOne() throws {
+    /// A register call that names no site (upstream's plain `register()`) is named from the
+    /// call stack: here, this test's own line, the first frame outside the SDK's modules.
+    @Test func aLateRegistrationIsNamedFromTheCallStack() throws {
         let reports = Reports()
         let registry = reports.registry()
         let early = Extentos.make(config: ExtentosConfig(), site: "MyApp/MyApp.swift:14", registry: registry)
         _ = Extentos.make(config: ExtentosConfig(), site: "MyApp/MyApp.swift:15", registry: registry)
-        guard case .late(let diagnostic, strict: false) = registry.register(models: FixedTier(choice: Self.local), site: nil) else {
+        let outcome = registry.register(models: FixedTier(choice: Self.local), site: nil); let line = #line
+        guard case .late(let diagnostic, strict: false) = outcome else {
             Issue.record("expected a late registration")
             return
         }
-        #expect(diagnostic.registerSite == "")
+        let site = "GlassesCoreTests/RegistryTests.swift:\(line)"
+        #expect(diagnostic.registerSite == site)
         #expect(diagnostic.createSite == "MyApp/MyApp.swift:14")
         let message = diagnostic.message
-        #expect(message.contains("ExtentosLocalTier.register() ran after Extentos.create(...) at MyApp/MyApp.swift:14 had already created an instance."), "\(message)")
-        #expect(message.contains("That instance and 1 other created before it serve every local model from the cloud"), "\(message)")
-        #expect(message.contains("ExtentosLocalTier.register(fileID: #fileID, line: #line)"), "\(message)")
-        #expect(!message.contains(" ran at "), "\(message)")
+        #expect(message.contains("ExtentosLocalTier.register() ran at \(site), after Extentos.create(...) at MyApp/MyApp.swift:14 had already created an instance."), "\(message)")
+        #expect(message.contains("That instance and 1 other created before \(site) serve every local model from the cloud"), "\(message)")
+        #expect(!message.contains("could not name"), "\(message)")
         #expect(reports.all == [message])
-        #expect(early.localTier == .unavailable(.registeredAfterCreate(registerSite: "")))
-        #expect("\(early.localTier)" == "unavailable: registered after this instance was created")
+        #expect(early.localTier == .unavailable(.registeredAfterCreate(registerSite: site)))
+        #expect("\(early.localTier)" == "unavailable: registered at \(site), after this instance was created")
+    }
+
+    /// Sites the call stack could not name (a build without symbols): the message says what
+    /// happened without them, and why they are missing.
+    @Test func sitesThatCannotBeNamedAreLeftOutAndSaidSo() {
+        let neither = TierRegistry.lateDiagnostic(.models, missed: .init(firstSite: .named(""), count: 2), registerSite: "")
+        #expect(neither.message.contains("ExtentosLocalTier.register() ran after Extentos.create(...) had already created an instance."), "\(neither.message)")
+        #expect(neither.message.contains("That instance and 1 other created before it serve"), "\(neither.message)")
+        #expect(neither.message.contains("could not name either call"), "\(neither.message)")
+        let noRegister = TierRegistry.lateDiagnostic(.voice, missed: .init(firstSite: .named("A/A.swift:3"), count: 1), registerSite: "")
+        #expect(noRegister.message.contains("ExtentosLocalVoice.register() ran after Extentos.create(...) at A/A.swift:3"), "\(noRegister.message)")
+        #expect(noRegister.message.contains("could not name the register call"), "\(noRegister.message)")
+        #expect(noRegister.createSite == "A/A.swift:3" && noRegister.registerSite == "")
+    }
+
+    @Test func callSitesAreTheAppsFrame() {
+        #expect(CallSite.module(ofMangled: "$s11GlassesCore8ExtentosO6create6configAA0A7GlassesCAA0A6ConfigV_tFZ") == "GlassesCore")
+        #expect(CallSite.module(ofMangled: "$s10seam_probe7LateAppVACycfC") == "seam_probe")
+        #expect(CallSite.module(ofMangled: "main") == nil)
+        #expect(CallSite.module(ofMangled: "$s99short") == nil)
+        #expect(CallSite.describe(path: "/Users/me/MyApp/MyApp/ContentView.swift", line: 12) == "MyApp/ContentView.swift:12")
+        // Captured here: the first frame outside the SDK is this test.
+        let site = CallSite.here(); let line = #line
+        #expect(site.text == "GlassesCoreTests/RegistryTests.swift:\(line)")
+        #expect(CallSite.unknown.text == "")
+    }
+
+    /// Upstream's seam: an optional resolver anyone may set and read.
+    @Test func theAutoResolverSeamHasUpstreamsShape() {
+        let resolver: (@Sendable (_ servedRemotely: Bool) -> AutoResolution)? = { remote in
+            remote ? .local(modelId: "local-qwen3-4b") : .cloud(reason: .weightsNotPresent, downloadTarget: "local-qwen3-4b")
+        }
+        let before = LocalTierRegistry.autoResolver
+        defer { LocalTierRegistry.autoResolver = before }
+        LocalTierRegistry.autoResolver = resolver
+        #expect(LocalTierRegistry.autoResolver?(true) == .local(modelId: "local-qwen3-4b"))
+        #expect(LocalTierRegistry.autoResolver?(false) == .cloud(reason: .weightsNotPresent, downloadTarget: "local-qwen3-4b"))
+        LocalTierRegistry.autoResolver = nil
+        #expect(LocalTierRegistry.autoResolver == nil)
     }
 
     @Test func theDefaultConfigurationIsTheDocumentedOne() {

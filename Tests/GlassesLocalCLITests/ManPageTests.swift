@@ -7,7 +7,7 @@ import Testing
 /// command's own declarations, so these tests compare it with what `--help` says, with the
 /// exit-status table and with the environment variables the sources read, and format it
 /// with groff and man as a reader's `man glasses-local` would.
-@Suite("glasses-local manpage", .ownThreads)
+@Suite("glasses-local manpage", .ownThreads, .networkGuard)
 struct ManPageTests {
     /// The page, from the built binary.
     static func page(_ sb: Sandbox, env: [String: String] = [:]) throws -> String {

@@ -18,7 +18,7 @@ private let dpkgDeb = ["/usr/bin/dpkg-deb", "/bin/dpkg-deb"].first { FileManager
 /// binary must name the commit it was built from, `$GLASSES_LOCAL_DEB_COMMIT`); otherwise `Scripts/package --binary` packages the
 /// binary this test run built (a debug build, its Swift runtime from the toolchain), once per
 /// run, into `.build/package-tests`.
-@Suite("The Debian package", .ownThreads,
+@Suite("The Debian package", .ownThreads, .networkGuard,
        .enabled(if: dpkgDeb != nil, "dpkg-deb is missing: not a Debian system, so there is nothing to build a package with"))
 struct PackageTests {
     struct Packages: Sendable {

@@ -4,10 +4,11 @@ import Testing
 
 /// Source and behaviour compatibility with the upstream SDK: Tests/Fixtures/upstream-app is
 /// an app written against swift-glasses 2.5's public API the way apps are written
-/// (exhaustive switches over CloudFallbackReason, LocalTierError and
-/// KokoroVoiceModel.DownloadError without a default, register() kept as a `() -> Void`,
-/// DeviceFit.fits only read). The build compiling it is half the test; here it runs, and
-/// every value it printed is checked against what upstream documents.
+/// (exhaustive switches over CloudFallbackReason, AutoResolution, LocalTierError and
+/// KokoroVoiceModel.DownloadError without a default, every call kept as an unannotated
+/// value, upstream's seam `LocalTierRegistry.autoResolver`, DeviceFit.fits only read, a
+/// cancelled task caught as CancellationError). The build compiling it is half the test;
+/// here it runs, and every value it printed is checked against what upstream documents.
 @Suite("An app written against the upstream SDK", .ownThreads, .networkGuard)
 struct UpstreamAppTests {
     static func binary() throws -> String {
@@ -28,7 +29,7 @@ struct UpstreamAppTests {
 
     static let voiceId = "kokoro-en-v0_19"
 
-    @Test("the shipped catalog as upstream documents it: the five ladder ids in order with their sizes, the voice's 369,304,124 bytes and its folder before any install, delete of an unknown id false")
+    @Test("the shipped catalog as upstream documents it: the five ladder ids in order with their sizes, the voice's 369,304,124 bytes and its folder before any install, delete of an unknown id false, the resolver through LocalTierRegistry.autoResolver; no call creates the store")
     func shippedValues() throws {
         let sb = try Sandbox(); defer { sb.remove() }
         // A 8 GB device: class budget 4096 MB, so the 4B rung is the one to download.
@@ -52,6 +53,17 @@ struct UpstreamAppTests {
         #expect(seen["voice.directory"] == sb.store + "/voices/\(Self.voiceId)", "the voice folder, before any install: \(r.stdout)")
         #expect(seen["voice.installed"] == "false", "\(r.stdout)")
         #expect(seen["delete.unknown"] == "false", "upstream answers false for an unknown id: \(r.stdout)")
+        #expect(seen["fit.writable"] == "false", "DeviceFit.fits is get-only, as upstream's: \(r.stdout)")
+        // Upstream's seam: unset until register(), then the engine's autoChoice; served
+        // remotely, every rung's weights count as present.
+        #expect(seen["resolver.beforeRegister"] == "nil", "\(r.stdout)")
+        #expect(seen["resolver.onDevice"] == "cloud weightsNotPresent local-qwen3-4b", "\(r.stdout)")
+        #expect(seen["resolver.servedRemotely"] == "local local-qwen3-4b", "\(r.stdout)")
+        #expect(seen["instances.localTier"] == "available available", "Extentos.create and Extentos.default as values: \(r.stdout)")
+        // A device with no store yet: nothing to delete, no error, and nothing created.
+        #expect(seen["delete.notInstalled"] == "false", "\(r.stdout)")
+        #expect(seen["voice.delete"] == "ok" && seen["voice.installedAfterDelete"] == "false", "\(r.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: sb.store), "no call of the app created the store: \(sb.store)")
     }
 
     @Test("compiles unchanged and runs: the ladder without the voice, autoChoice before and after a download, unknownModel, the voice's download, folder and delete")
@@ -79,6 +91,7 @@ struct UpstreamAppTests {
         #expect(seen["fit"]?.hasPrefix("fx-llm ") == true && seen["fit"]?.hasSuffix(" true true true") == true, "\(r.stdout)")
         #expect(seen["download.lastFraction"] == "1.0" && seen["download.again"] == "ok", "\(r.stdout)")
         #expect(seen["after.modelId"] == "fx-llm" && seen["after.reason"] == "local" && seen["after.installed"] == "true", "\(r.stdout)")
+        #expect(seen["resolver.after.onDevice"] == "local fx-llm" && seen["resolver.after.servedRemotely"] == "local fx-llm", "\(r.stdout)")
         #expect(seen["unknown"] == "unknownModel no-such-model", "LocalTierError.unknownModel carries the id: \(r.stdout)")
         #expect(seen["voice.totalBytes"] == "\(120 * 1024 + 4096)", "\(r.stdout)")
         #expect(seen["voice.before.directory"] == folder && seen["voice.before.installed"] == "false",
@@ -119,12 +132,7 @@ struct UpstreamAppTests {
     @Test("a bundle the app copies into modelDirectory is installed once its hashes check: isInstalled true, download fetches nothing, recorded and verifiable")
     func seededVoice() throws {
         let w = try World(); defer { w.remove() }
-        try w.addModel("voice", files: [("model.onnx", 120 * 1024), ("voices/af.bin", 4096)])
-        // The catalog's source does not have the files: any fetch would fail the download.
-        let catalog = try Self.voiceCatalog(w, baseURL: w.nginx.baseURL("no-such-folder"), hashedFrom: "voice")
-        let r = try Sandbox.runProcess(try Self.binary(), ["voice", w.nginx.mirror + "/voice"],
-                                       environment: w.environment(["EXTENTOS_CATALOG": catalog]),
-                                       ioDirectory: w.root + "/io", currentDirectory: w.cwd, timeout: 120)
+        let (catalog, r) = try Self.runSeeding("voice", in: w)
         #expect(r.status == 0, "\(r)")
         let seen = Seen(r)
         let folder = w.store + "/voices/\(Self.voiceId)"
@@ -143,6 +151,81 @@ struct UpstreamAppTests {
         let verify = try w.run(["verify", Self.voiceId], catalog: catalog)
         #expect(verify.status == 0, "\(verify)")
         #expect(w.nginx.accessLog().isEmpty, "\(w.nginx.accessLog())")
+    }
+
+    @Test("a download whose task is cancelled throws CancellationError and keeps its bytes; the next download goes on from them; the voice's too")
+    func cancelledTask() throws {
+        let w = try World(slowRate: 1024 * 1024); defer { w.remove() }
+        let size = 2 * 1024 * 1024
+        try w.addModel("big", files: [("weights.bin", size)])
+        try w.addModel("voice", files: [("model.onnx", size), ("voices/af.bin", 4096)])
+        let made = try w.run(["catalog", "hash", w.nginx.mirror + "/big", "--id", "big-llm", "--base-url", w.nginx.baseURL("big", slow: true),
+                              "--required-mb", "1000", "--auto-eligible"], catalog: nil)
+        try #require(made.status == 0, "\(made)")
+        let llm = w.root + "/catalogs/big.json"
+        try made.stdout.write(toFile: llm, atomically: true, encoding: .utf8)
+        let catalog = try w.mergedCatalog([llm, try Self.voiceCatalog(w, baseURL: w.nginx.baseURL("voice", slow: true))])
+
+        let r = try Sandbox.runProcess(try Self.binary(), ["cancel", "big-llm"], environment: w.environment(["EXTENTOS_CATALOG": catalog]),
+                                       ioDirectory: w.root + "/io", currentDirectory: w.cwd, timeout: 120)
+        #expect(r.status == 0, "\(r)")
+        let seen = Seen(r)
+        #expect(seen["cancel"] == "CancellationError", "Swift's cancellation convention: \(r.stdout)")
+        #expect(seen["cancel.installed"] == "false", "\(r.stdout)")
+        #expect(seen["resume"] == "ok" && seen["resume.lastFraction"] == "1.0", "\(r.stdout)")
+        let first = try #require(seen["resume.firstFraction"].flatMap(Double.init), "\(r.stdout)")
+        #expect(first > 0 && first < 1, "the second download starts at what the cancelled one kept: \(r.stdout)")
+        let requests = w.nginx.requests(for: "big/weights.bin")
+        #expect(requests.count == 2 && (requests.last?.rangeStart ?? 0) > 0, "resumed with a Range, never from zero: \(requests)")
+        // KokoroVoiceModel.download keeps the same convention.
+        #expect(seen["voice.cancel"] == "CancellationError" && seen["voice.cancel.installed"] == "false", "\(r.stdout)")
+        let kept = (try? FileManager.default.attributesOfItem(atPath: w.store + "/.partial/\(Self.voiceId)/model.onnx")[.size] as? NSNumber)?.intValue ?? 0
+        #expect(kept > 0 && kept < size, "the cancelled voice download kept its bytes: \(kept)")
+    }
+
+    @Test("the start-up questions about a seeded voice read and stat only: isInstalled true as upstream (every file there, right sizes), nothing hashed, recorded or created until verify adopts it")
+    func seededVoiceQueriesWriteNothing() throws {
+        let w = try World(); defer { w.remove() }
+        let (catalog, r) = try Self.runSeeding("seed", in: w)
+        #expect(r.status == 0, "\(r)")
+        let seen = Seen(r)
+        let folder = w.store + "/voices/\(Self.voiceId)"
+        #expect(seen["voice.seeded.directory"] == folder && seen["voice.seeded.installed"] == "true",
+                "as upstream documents it: every bundle file present with its size: \(r.stdout)")
+        #expect(seen["fit"] == "\(Self.voiceId) 0 true true true", "nothing left to fetch: \(r.stdout)")
+        // Only what the app itself copied is in the store: no records, locks or history.
+        let entries = try FileManager.default.contentsOfDirectory(atPath: w.store)
+        #expect(entries == ["voices"], "the queries wrote nothing: \(entries)")
+
+        // The command's queries neither: the voice is placed, not installed, until verify.
+        let status = try w.run(["voice", "status", "--json"], catalog: catalog)
+        let doc = try status.jsonObject()
+        #expect(doc["state"] as? String == "notInstalled" && doc["placedBundle"] as? Bool == true, "\(status)")
+        let list = try w.run(["list", "--json"], catalog: catalog)
+        let listed = try #require((try list.jsonObject()["models"] as? [[String: Any]])?.first, "\(list)")
+        #expect(listed["isInstalled"] as? Bool == false && listed["placedBundle"] as? Bool == true, "\(list)")
+        let info = try w.run(["info", Self.voiceId, "--json"], catalog: catalog)
+        #expect(try info.jsonObject()["placedBundle"] as? Bool == true, "\(info)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: w.store) == ["voices"], "voice status, list and info wrote nothing")
+
+        // verify (every installed model, and bundles placed) checks the hashes and installs it.
+        let verify = try w.run(["verify"], catalog: catalog)
+        #expect(verify.status == 0 && verify.stdout.contains(Self.voiceId), "\(verify)")
+        let after = try w.run(["voice", "status", "--json"], catalog: catalog).jsonObject()
+        #expect(after["state"] as? String == "installed" && after["source"] as? String == "placed in \(folder)", "\(after)")
+        #expect(w.nginx.accessLog().isEmpty, "nothing was fetched: \(w.nginx.accessLog())")
+    }
+
+    /// Runs the app in `mode` (`voice` or `seed`), seeding modelDirectory from the mirror's
+    /// copy of a small voice, with a catalog whose source has none of its files: any fetch
+    /// would fail. Returns the catalog and what the app did.
+    static func runSeeding(_ mode: String, in w: World) throws -> (catalog: String, result: CLIResult) {
+        try w.addModel("voice", files: [("model.onnx", 120 * 1024), ("voices/af.bin", 4096)])
+        let catalog = try voiceCatalog(w, baseURL: w.nginx.baseURL("no-such-folder"), hashedFrom: "voice")
+        let r = try Sandbox.runProcess(try binary(), [mode, w.nginx.mirror + "/voice"],
+                                       environment: w.environment(["EXTENTOS_CATALOG": catalog]),
+                                       ioDirectory: w.root + "/io", currentDirectory: w.cwd, timeout: 120)
+        return (catalog, r)
     }
 
     /// A catalog of the voice over `<mirror>/<hashedFrom>`, fetched from `baseURL`.

@@ -182,18 +182,70 @@ struct FacadeTests {
         }
     }
 
-    @Test func registerHasUpstreamsTypeAndTheSiteFormNamesItsCall() throws {
+    @Test func registerHasUpstreamsTypeAndTheDiagnosticNamesItsCall() throws {
         defer { cleanUp() }
-        let upstreamShaped: [() -> Void] = [ExtentosLocalTier.register, ExtentosLocalVoice.register]
+        let setUp = ExtentosLocalTier.register, setUpVoice = ExtentosLocalVoice.register
+        let upstreamShaped: [() -> Void] = [setUp, setUpVoice]
         upstreamShaped.forEach { $0() }
         #expect(LocalTierRegistry.isRegistered(.models) && ExtentosLocalVoice.isRegistered)
         LocalTierRegistry.resetForTesting()
-        let early = Extentos.create()
-        ExtentosLocalTier.register(fileID: #fileID, line: #line); let line = #line
+        let early = Extentos.default(); let createLine = #line
+        ExtentosLocalTier.register(); let line = #line
         let diagnostic = try #require(Extentos.diagnostics.first)
+        #expect(diagnostic.createSite == "GlassesLocalTests/FacadeTests.swift:\(createLine)")
         #expect(diagnostic.registerSite == "GlassesLocalTests/FacadeTests.swift:\(line)")
         #expect(early.localTier == .unavailable(.registeredAfterCreate(registerSite: "GlassesLocalTests/FacadeTests.swift:\(line)")))
         LocalTierRegistry.resetForTesting()
+    }
+
+    /// Upstream's seam: register() sets LocalTierRegistry.autoResolver, which answers what
+    /// autoChoice() answers, in upstream's two cases; served remotely, every rung's weights
+    /// count as present, and nothing but the device's memory decides.
+    @Test func registerSetsUpstreamsAutoResolver() throws {
+        defer { cleanUp() }
+        // A ladder of rungs that fit any machine's memory: the answer cannot depend on it.
+        try FileIO.createDirectory(store)
+        let catalog = store + "/tiny-ladder.json"
+        let hash = String(repeating: "ab", count: 32)
+        let rungs = [("tiny-small", 1), ("tiny-large", 2)].map { id, mb in
+            """
+            {"id": "\(id)", "kind": "llm", "displayName": "\(id)", "requiredMb": \(mb), "autoEligible": true,
+             "files": [{"path": "w.bin", "size": 10, "sha256": "\(hash)"}],
+             "sources": [{"type": "files", "baseURL": "https://models.invalid/\(id)/"}]}
+            """
+        }
+        try Data("""
+            {"schemaVersion": 1, "catalogVersion": 1, "generatedAt": "2026-11-30T00:00:00Z", "models": [\(rungs.joined(separator: ","))]}
+            """.utf8).write(to: URL(fileURLWithPath: catalog))
+        ExtentosLocalTier.configure(storeDirectory: store, catalogFile: catalog)
+        #expect(LocalTierRegistry.autoResolver == nil)
+        ExtentosLocalTier.register()
+        let resolver = try #require(LocalTierRegistry.autoResolver)
+        let choice = ExtentosLocalTier.autoChoice()
+        #expect(choice.cloudReason == .weightsNotPresent && choice.downloadTarget == "tiny-large", "nothing installed: \(choice)")
+        #expect(resolver(false) == .cloud(reason: .weightsNotPresent, downloadTarget: "tiny-large"))
+        #expect(resolver(true) == .local(modelId: "tiny-large"), "served remotely, the device's class rung runs")
+        try markInstalled("tiny-small", kind: .llm)
+        #expect(resolver(false) == .local(modelId: "tiny-small"), "a smaller installed rung serves now")
+        #expect(ExtentosLocalTier.autoChoice().downloadTarget == "tiny-large", "the upgrade AutoChoice names, the resolution leaves out")
+        LocalTierRegistry.resetForTesting()
+        #expect(LocalTierRegistry.autoResolver == nil)
+    }
+
+    /// A device with no store yet: deleting what is not there answers false (the voice:
+    /// returns), without an error and without creating the store.
+    @Test func deletingBeforeAnyStoreCreatesNothing() throws {
+        defer { cleanUp() }
+        #expect(try ExtentosLocalTier.delete(modelId: "local-qwen3-1.7b") == false)
+        #expect(try ExtentosLocalTier.delete(modelId: "no-such-model") == false)
+        try KokoroVoiceModel.delete()
+        #expect(!FileManager.default.fileExists(atPath: store), "nothing was created to answer")
+        // In a store that exists, a model with nothing on disk: still false, no lock file made.
+        try markInstalled("local-qwen3-4b", kind: .llm)
+        #expect(try ExtentosLocalTier.delete(modelId: "local-qwen3-1.7b") == false)
+        try KokoroVoiceModel.delete()
+        let locks = (try? FileManager.default.contentsOfDirectory(atPath: store + "/.locks")) ?? []
+        #expect(!locks.contains { $0.hasPrefix("local-qwen3-1.7b") || $0.hasPrefix(KokoroVoiceModel.modelId) }, "\(locks)")
     }
 
     @Test func aDamagedStoreIsReportedAndListsNothingInstalled() throws {

@@ -60,6 +60,7 @@ struct SeamOrderTests {
         let registerSite = try #require(doc["registerSite"] as? String)
 
         // Standard error: exactly one diagnostic, naming both call sites, the meaning and the fix.
+        #expect(createSite.hasPrefix("seam-probe/main.swift:") && registerSite.hasPrefix("seam-probe/main.swift:"), "\(doc)")
         let lines = r.stderr.split(separator: "\n")
         #expect(lines.count == 1, "one diagnostic, even though register() ran twice\n\(r)")
         #expect(r.stderr.contains("ExtentosLocalTier.register() ran at \(registerSite), after Extentos.create(...) at \(createSite)"), "\(r)")
@@ -119,7 +120,7 @@ struct SeamOrderTests {
         #expect(r.status == 0, "\(r)")
         let doc = try r.json()
         let createSite = try #require(doc["createSite"] as? String)
-        #expect(createSite.hasPrefix("seam_probe/main.swift:"))
+        #expect(createSite.hasPrefix("seam-probe/main.swift:"))
         // One diagnostic per tier, both naming the stored property's line.
         let diagnostics = try #require(doc["diagnostics"] as? [[String: Any]])
         #expect(diagnostics.map { $0["tier"] as? String } == ["models", "voice"], "\(r)")
@@ -131,10 +132,29 @@ struct SeamOrderTests {
         #expect(app["createdAt"] as? String == createSite)
         #expect(try Self.choice(app)["cloudReason"] as? String == "noEligibleRungs")
         #expect(try Self.choice(app)["cloudDetail"] as? String == "localTierNotRegistered")
-        // Upstream's plain register() cannot name its call: the status says when, not where.
-        #expect(app["localVoice"] as? String == "unavailable: registered after this instance was created", "\(app)")
-        #expect(r.stderr.contains("ExtentosLocalTier.register() ran after Extentos.create(...) at \(createSite)"), "\(r)")
-        #expect(r.stderr.contains("ExtentosLocalVoice.register(fileID: #fileID, line: #line)"), "how to have the call named\n\(r)")
+        // Upstream's plain register() calls, named from the call stack: each its own line in init().
+        let registerSites = try #require(doc["registerSites"] as? [String])
+        #expect(diagnostics.map { $0["registerSite"] as? String } == registerSites, "\(r)")
+        #expect(app["localVoice"] as? String == "unavailable: registered at \(registerSites[1]), after this instance was created", "\(app)")
+        #expect(r.stderr.contains("ExtentosLocalTier.register() ran at \(registerSites[0]), after Extentos.create(...) at \(createSite)"), "\(r)")
+        #expect(r.stderr.contains("ExtentosLocalVoice.register() ran at \(registerSites[1]), after Extentos.create(...) at \(createSite)"), "\(r)")
+        #expect(!r.stderr.contains("could not name"), "\(r)")
+    }
+
+    /// Upstream's calls kept as unannotated values (`let setUp = ExtentosLocalTier.register`)
+    /// and called late: the diagnostic names the lines that called them, not the SDK's own.
+    @Test func callsKeptAsValuesAreNamedWhereTheyAreCalled() throws {
+        defer { cleanUp() }
+        let r = try probe("by-reference")
+        #expect(r.status == 0, "\(r)")
+        let doc = try r.json()
+        let createSite = try #require(doc["createSite"] as? String)
+        let registerSite = try #require(doc["registerSite"] as? String)
+        let diagnostic = try #require((doc["diagnostics"] as? [[String: Any]])?.first, "\(r)")
+        #expect(diagnostic["createSite"] as? String == createSite, "\(r)")
+        #expect(diagnostic["registerSite"] as? String == registerSite, "\(r)")
+        #expect(r.stderr.contains("ExtentosLocalTier.register() ran at \(registerSite), after Extentos.create(...) at \(createSite)"), "\(r)")
+        #expect(try Self.instance(doc, "glasses")["createdAt"] as? String == createSite)
     }
 
     @Test func theDocumentedFixWorks() throws {
@@ -159,7 +179,8 @@ struct SeamOrderTests {
         // not by the SIGTERM the helper sends a program still running at its timeout.
         #expect(!r.timedOut && r.signaled && [SIGILL, SIGTRAP].contains(r.status), "a late register() must stop the process\n\(r)")
         #expect(!r.stdout.contains("still running"), "\(r)")
-        #expect(r.stderr.contains("ExtentosLocalTier.register() ran after Extentos.create(...) at seam_probe/main.swift:"), "\(r)")
+        #expect(r.stderr.contains("ExtentosLocalTier.register() ran at seam-probe/main.swift:"), "\(r)")
+        #expect(r.stderr.contains(", after Extentos.create(...) at seam-probe/main.swift:"), "\(r)")
         #expect(r.stderr.contains("declare the handle without an initializer"), "\(r)")
         #expect(r.stderr.contains("Fatal error"), "\(r)")
     }

@@ -1,7 +1,8 @@
 // A voice bundle placed in its install folder by hand (an app seeding upstream's
 // `ExtentosLocalVoice.modelDirectory`) becomes an install once every file checks out:
-// adopted through the one install path, recorded, and never fetched. The catalog's
-// sources point at a host that does not exist, so any fetch would fail the test.
+// adopted through the one install path, recorded, and never fetched. Only download, verify
+// and adoptPlacedBundle adopt (hashing); queries report it from lstats and write nothing.
+// The catalog's sources point at a host that does not exist, so any fetch would fail the test.
 import Foundation
 import GlassesTestSupport
 import Testing
@@ -36,20 +37,49 @@ struct PlacedBundleTests {
         return folder
     }
 
+    /// Places a bundle whose model.onnx has the size the catalog says but not its bytes
+    /// (byte `index` flipped); returns the folder and those bytes.
+    static func placeMismatched(_ engine: LocalModelEngine, flipping index: Int) throws -> (folder: String, bytes: [UInt8]) {
+        var wrong = big
+        wrong[index] ^= 0x5A
+        return (try place(engine, big: wrong), wrong)
+    }
+
     static func notAdopted(_ engine: LocalModelEngine) throws -> [HistoryEvent] {
         try engine.history(modelId: "kokoro").filter { $0.kind == "verified" && ($0.detail ?? "").contains("not adopted") }
+    }
+
+    @Test("queries report a placed bundle from lstats alone: placed, not installed, nothing hashed, recorded or created")
+    func queriesOnlyLook() throws {
+        try S.withTempDir { dir in
+            let engine = try Self.engine(dir)
+            // Its hash does not match: a query that hashed would know, and say it is not there.
+            let (folder, wrong) = try Self.placeMismatched(engine, flipping: 77)
+            let status = try engine.status(of: "kokoro")
+            #expect(!status.isInstalled && status.placedBundle, "\(status)")
+            #expect(status.fit.requiredBytes == 0 && status.fit.fits, "adopting it needs no room: \(status.fit)")
+            let listed = try #require(try engine.models().first { $0.model.id == "kokoro" })
+            #expect(!listed.isInstalled && listed.placedBundle)
+            #expect(try engine.models().first { $0.model.id == "delta" }?.placedBundle == false, "only bundles in a voice's folder")
+            // The store has only what was placed: no records, no lock, no history.
+            #expect(try FileIO.listDirectory(engine.layout.root) == ["voices"])
+            #expect(try S.readFile(folder + "/model.onnx") == wrong)
+        }
     }
 
     // The adoption takes the model's lock, releases it, and the download takes it again at
     // once: a program spawned meanwhile would hold a copy of the lock's descriptor between
     // its fork and exec (busy), hence .noSpawnsMeanwhile (Tests/Support/TestThreads.swift).
-    @Test("a complete, matching bundle is adopted by status(of:): installed in place, recorded with its hashes and origin, never fetched",
+    @Test("a complete, matching bundle is adopted by adoptPlacedBundle: installed in place, recorded with its hashes and origin, never fetched",
           .noSpawnsMeanwhile)
-    func adoptedByStatus() throws {
+    func adoptedExplicitly() throws {
         try S.withTempDir { dir in
             let engine = try Self.engine(dir)
             let folder = try Self.place(engine)
-            #expect(try engine.status(of: "kokoro").isInstalled)
+            #expect(try engine.status(of: "kokoro").isInstalled == false)
+            #expect(try engine.adoptPlacedBundle(modelId: "kokoro"))
+            let status = try engine.status(of: "kokoro")
+            #expect(status.isInstalled && !status.placedBundle, "\(status)")
             // Where it was placed, untouched.
             #expect(try S.readFile(folder + "/model.onnx") == Self.big)
             #expect(try S.readFile(folder + "/espeak/tokens.txt") == Self.small)
@@ -74,15 +104,26 @@ struct PlacedBundleTests {
         }
     }
 
-    @Test("models() (list) adopts it too; download adopts it with nothing fetched; verify adopts it", .noSpawnsMeanwhile,
-          arguments: ["models", "download", "verify"])
+    // Async, so not under .noSpawnsMeanwhile (a test holding the spawn gate across a
+    // suspension would wait for threads that wait for it); it takes the model's lock once.
+    @Test("adoptPlacedBundleInBackground hashes on a thread of its own and adopts it")
+    func adoptedInBackground() async throws {
+        let dir = try S.makeTempDir()
+        defer { _ = try? FileIO.removeTree(dir) }
+        let engine = try Self.engine(dir)
+        let folder = try Self.place(engine)
+        #expect(try await engine.adoptPlacedBundleInBackground(modelId: "kokoro"))
+        #expect(try engine.record(of: "kokoro")?.state == .installed)
+        #expect(try engine.record(of: "kokoro")?.source == "placed in \(folder)")
+        #expect(try await engine.adoptPlacedBundleInBackground(modelId: "kokoro") == false, "installed already")
+    }
+
+    @Test("download adopts it with nothing fetched; verify adopts it", .noSpawnsMeanwhile, arguments: ["download", "verify"])
     func adoptedByEveryEntryPoint(_ how: String) throws {
         try S.withTempDir { dir in
             let engine = try Self.engine(dir)
             let folder = try Self.place(engine)
             switch how {
-            case "models":
-                #expect(try engine.models().first { $0.model.id == "kokoro" }?.isInstalled == true)
             case "download":
                 var events: [DownloadEvent] = []
                 let path = try engine.downloadBlocking(modelId: "kokoro", options: DownloadOptions(), cancellation: CancellationFlag()) {
@@ -106,19 +147,21 @@ struct PlacedBundleTests {
     func mismatchIsLeftAlone() throws {
         try S.withTempDir { dir in
             let engine = try Self.engine(dir)
-            var wrong = Self.big
-            wrong[1234] ^= 0xFF
-            let folder = try Self.place(engine, big: wrong)
-            #expect(try engine.status(of: "kokoro").isInstalled == false)
-            #expect(try engine.models().first { $0.model.id == "kokoro" }?.isInstalled == false)
-            #expect(try engine.status(of: "kokoro").isInstalled == false)
+            let (folder, wrong) = try Self.placeMismatched(engine, flipping: 1234)
+            #expect(try engine.adoptPlacedBundle(modelId: "kokoro") == false)
+            #expect(try engine.adoptPlacedBundle(modelId: "kokoro") == false)
+            #expect(throws: LocalModelError.notInstalled(modelId: "kokoro")) { try engine.verify(modelId: "kokoro") }
             #expect(try S.readFile(folder + "/model.onnx") == wrong, "never removed or moved by a check")
             #expect(try engine.record(of: "kokoro")?.state != .installed)
             let noted = try Self.notAdopted(engine)
             #expect(noted.count == 1, "checked once while unchanged: \(noted)")
             #expect(noted.first?.detail?.contains("model.onnx: SHA-256") == true, "\(noted)")
-            // The app fixes the file: the next query checks again and adopts it.
+            // Known not to match: queries no longer count it as placed.
+            #expect(try engine.status(of: "kokoro").placedBundle == false)
+            // The app fixes the file: placed again, and the next adoption checks it and installs it.
             try S.writeFile(folder + "/model.onnx", Self.big)
+            #expect(try engine.status(of: "kokoro").placedBundle)
+            #expect(try engine.adoptPlacedBundle(modelId: "kokoro"))
             #expect(try engine.status(of: "kokoro").isInstalled)
             // A fresh engine (another process) on the same store agrees, from the records.
             #expect(try Self.engine(dir).status(of: "kokoro").isInstalled)
@@ -130,15 +173,19 @@ struct PlacedBundleTests {
         try S.withTempDir { dir in
             let engine = try Self.engine(dir)
             let folder = try Self.place(engine, small: false)
-            #expect(try engine.status(of: "kokoro").isInstalled == false)
+            #expect(try engine.status(of: "kokoro").placedBundle == false)
+            #expect(try engine.adoptPlacedBundle(modelId: "kokoro") == false)
             try S.writeFile(folder + "/espeak/tokens.txt", Array(Self.small.dropLast()))
-            #expect(try engine.status(of: "kokoro").isInstalled == false, "a file of the wrong size is not a bundle yet")
+            #expect(try engine.status(of: "kokoro").placedBundle == false, "a file of the wrong size is not a bundle yet")
+            #expect(try engine.adoptPlacedBundle(modelId: "kokoro") == false)
             #expect(try Self.notAdopted(engine).isEmpty)
             #expect(try engine.history(modelId: "kokoro").isEmpty, "nothing was hashed or recorded")
             // Opening the store (start-up repair) leaves the folder where the app put it.
             _ = try engine.open()
             #expect(FileIO.regularFileSize(folder + "/model.onnx") == Int64(Self.big.count))
             try S.writeFile(folder + "/espeak/tokens.txt", Self.small)
+            #expect(try engine.status(of: "kokoro").placedBundle)
+            #expect(try engine.adoptPlacedBundle(modelId: "kokoro"))
             #expect(try engine.status(of: "kokoro").isInstalled)
         }
     }
@@ -151,6 +198,8 @@ struct PlacedBundleTests {
             try S.writeFile(dir + "/outside.onnx", Self.big)
             try FileIO.removeTree(folder + "/model.onnx")
             #expect(symlink(dir + "/outside.onnx", folder + "/model.onnx") == 0)
+            #expect(try engine.status(of: "kokoro").placedBundle == false)
+            #expect(try engine.adoptPlacedBundle(modelId: "kokoro") == false)
             #expect(try engine.status(of: "kokoro").isInstalled == false)
         }
     }
@@ -161,6 +210,8 @@ struct PlacedBundleTests {
             let engine = try Self.engine(dir)
             try S.writeFile(engine.layout.installPath(id: "delta", kind: .llm) + "/model.bin", count: 1000)
             #expect(try engine.status(of: "delta").isInstalled == false)
+            #expect(try engine.status(of: "delta").placedBundle == false)
+            #expect(try engine.adoptPlacedBundle(modelId: "delta") == false)
             _ = try engine.open()
             #expect(!FileIO.exists(engine.layout.installPath(id: "delta", kind: .llm)))
             #expect(FileIO.regularFileSize(engine.layout.partialPath(id: "delta") + "/model.bin") == 1000)
@@ -171,9 +222,7 @@ struct PlacedBundleTests {
     func deleteRemovesIt() throws {
         try S.withTempDir { dir in
             let engine = try Self.engine(dir)
-            var wrong = Self.big
-            wrong[0] ^= 1
-            let folder = try Self.place(engine, big: wrong)
+            let (folder, _) = try Self.placeMismatched(engine, flipping: 0)
             #expect(try engine.delete(modelId: "kokoro").existed)
             #expect(!FileIO.exists(folder))
         }

@@ -82,18 +82,32 @@ extension LocalModelEngine {
 
     /// Removes a model's files, partial data and record. Refuses while any process holds
     /// the model's lock (a download in progress).
+    ///
+    /// A model with nothing on disk answers `existed: false` without writing anything: no
+    /// lock file is made, and a store that was never written is not created to say so.
     public func delete(modelId id: String) throws(LocalModelError) -> DeleteResult {
+        if !FileIO.exists(layout.recordsPath) {
+            // No records: nothing is installed. Only a folder an app placed (a seeded voice)
+            // or stray partial data can be there; without either, there is nothing to do.
+            guard let model = catalog.model(id: id) else { throw .unknownModel(id) }
+            guard modelDataExists(id, folder: layout.installPath(id: id, kind: model.kind)) else {
+                return DeleteResult(modelId: id, existed: false, freedBytes: 0)
+            }
+        }
         let records: Records
         records = try open().records
         let record: InstallRecord?
         do { record = try records.install(id) } catch { throw .wrap(error, modelId: id) }
+        // Known once the store is open: a model installed from a catalog now missing, too.
         let model = catalog.model(id: id)
         guard model != nil || record != nil else { throw .unknownModel(id) }
+        let kind = model?.kind ?? record?.kind ?? .llm
+        if record == nil && !modelDataExists(id, folder: layout.installPath(id: id, kind: kind)) {
+            return DeleteResult(modelId: id, existed: false, freedBytes: 0)
+        }
         return try withModelLock(id) { () throws(LocalModelError) -> DeleteResult in
-            let kind = model?.kind ?? record?.kind ?? .llm
             let finalPath = record.map(layout.folder(of:)) ?? layout.installPath(id: id, kind: kind)
-            let leftovers = [layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)]
-            let existed = record != nil || FileIO.exists(finalPath) || leftovers.contains(where: FileIO.exists)
+            let existed = record != nil || modelDataExists(id, folder: finalPath)
             guard existed else { return DeleteResult(modelId: id, existed: false, freedBytes: 0) }
             var freed: Int64 = 0
             do {
@@ -136,6 +150,11 @@ extension LocalModelEngine {
             }
             return DeleteResult(modelId: id, existed: existed, freedBytes: freed)
         }
+    }
+
+    /// Whether anything of model `id` is on disk: its install folder, partial data or staging tree.
+    private func modelDataExists(_ id: String, folder: String) -> Bool {
+        [folder, layout.partialPath(id: id), layout.partialArchivePath(id: id), layout.stagingPath(id: id)].contains(where: FileIO.exists)
     }
 
     /// Re-hashes an installed model's files against the catalog's hash, else the hash

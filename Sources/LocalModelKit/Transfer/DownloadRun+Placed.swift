@@ -9,6 +9,12 @@ import FoundationEssentials
 /// nothing is fetched for it, then or later. A tree that is incomplete (an app still
 /// copying) is left alone; one that fails a hash is left alone too, noted in the history,
 /// and not hashed again in this process until one of its files changes.
+///
+/// Hashing a bundle takes seconds on a phone's or glasses' SoC (369 MB for Kokoro), so only
+/// `download`, `verify` and ``LocalModelEngine/adoptPlacedBundle(modelId:)`` adopt. Queries
+/// (`models()`, `status(of:)`, the facades' getters, `list`, `info`) only `lstat` the files
+/// and report ``ModelStatus/placedBundle``: every file there with its size, as the upstream
+/// SDK's `KokoroVoiceModel.isInstalled()` documents an installed voice.
 extension ModelKind {
     /// Whether a bundle placed in this kind's install folder may become an install: voices.
     public var acceptsPlacedBundle: Bool { self == .voice }
@@ -16,10 +22,10 @@ extension ModelKind {
 
 extension LocalModelEngine {
     /// Adopts a bundle placed in `id`'s install folder, when the model's kind accepts one,
-    /// it is not installed, and every file checks out (see above).
+    /// it is not installed, and every file checks out (see above). Blocks while it hashes.
     ///
-    /// Queries (`models()`, `status(of:)`), `download` and `verify` call this themselves;
-    /// it costs one `lstat` when there is no folder, and a hash of the bundle once.
+    /// `download` and `verify` call this themselves; queries never do. It costs one `lstat`
+    /// when there is no folder, and a hash of the bundle once.
     /// - Returns: whether the bundle was adopted by this call.
     /// - Throws: `unknownModel`; `busy` while another process holds the model's lock;
     ///   `catalogUnavailable` while an older catalog stands in for the store's; the store's
@@ -40,22 +46,45 @@ extension LocalModelEngine {
         }
     }
 
-    /// Whether `model` may have a placed bundle waiting: a kind that accepts one, no
-    /// committed install, and a folder where its install goes (one `lstat`).
-    func mayHavePlacedBundle(_ model: CatalogModel, record: InstallRecord?) -> Bool {
-        model.kind.acceptsPlacedBundle && record?.state != .installed
-            && FileIO.isDirectory(layout.installPath(id: model.id, kind: model.kind))
+    /// ``adoptPlacedBundle(modelId:)`` on a thread of its own, for callers that must not
+    /// block (an app's main actor): the hashing never runs on the caller's thread.
+    public func adoptPlacedBundleInBackground(modelId id: String) async throws(LocalModelError) -> Bool {
+        let result: Result<Bool, LocalModelError> = await withCheckedContinuation { continuation in
+            Threads.start(name: "gl-adopt") {
+                do throws(LocalModelError) {
+                    continuation.resume(returning: .success(try self.adoptPlacedBundle(modelId: id)))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        return try result.get()
     }
 
-    /// For queries, which answer whatever happens: adopts what may be adopted, and says
-    /// whether anything was. A bundle that cannot be adopted now (busy, a read-only store)
-    /// stays where it is and is tried again by the next query.
-    func adoptPlacedBundles(_ models: [(CatalogModel, InstallRecord?)]) -> Bool {
-        var adopted = false
-        for (model, record) in models where mayHavePlacedBundle(model, record: record) {
-            if (try? adoptPlacedBundle(modelId: model.id)) == true { adopted = true }
+    /// Whether a bundle waits in `model`'s install folder for adoption, from `lstat`s alone:
+    /// a kind that accepts one, no committed install, every catalog file there as a regular
+    /// file of its size (reached without a link), and not a bundle this process already
+    /// found not to match. What the upstream SDK calls an installed voice.
+    func hasPlacedBundle(_ model: CatalogModel, record: InstallRecord?) -> Bool {
+        guard model.kind.acceptsPlacedBundle, record?.state != .installed,
+              let fingerprint = placedBundleFingerprint(model, in: layout.installPath(id: model.id, kind: model.kind)) else { return false }
+        return placedBundleRejected(model.id) != fingerprint
+    }
+
+    /// The identity (inode, size, times) of every file of a complete bundle at `folder`;
+    /// nil when the folder is missing or any catalog file is not a regular file of its size.
+    func placedBundleFingerprint(_ model: CatalogModel, in folder: String) -> String? {
+        guard FileIO.isDirectory(folder) else { return nil }
+        // Every catalog file a regular file of its size, reached without a link (P11).
+        var checked = Set<String>()
+        var identity: [String] = []
+        identity.reserveCapacity(model.files.count)
+        for file in model.files {
+            guard FileIO.regularFileSize(file.path, in: folder, checked: &checked) == file.size,
+                  let found = try? FileIO.status(folder + "/" + file.path) else { return nil }
+            identity.append("\(found.identity.inode):\(found.size):\(found.modified.seconds).\(found.modified.nanoseconds):\(found.statusChanged.seconds).\(found.statusChanged.nanoseconds)")
         }
-        return adopted
+        return identity.joined(separator: ",")
     }
 }
 
@@ -64,20 +93,10 @@ extension DownloadRun {
     /// installs it as it is. Returns false (changing nothing) when it is not a complete,
     /// matching bundle.
     func adoptPlaced(finalPath: String) throws(LocalModelError) -> Bool {
-        guard model.kind.acceptsPlacedBundle, FileIO.isDirectory(finalPath) else { return false }
-        if recorder.prior.install?.state == .installed { return false }
-        // Every catalog file a regular file of its size, reached without a link (P11).
-        // Anything less is not a bundle yet, and costs no more than these `lstat`s.
-        var checked = Set<String>()
-        var identity: [String] = []
-        identity.reserveCapacity(model.files.count)
-        for file in model.files {
-            guard FileIO.regularFileSize(file.path, in: finalPath, checked: &checked) == file.size,
-                  let found = try? FileIO.status(finalPath + "/" + file.path) else { return false }
-            identity.append("\(found.identity.inode):\(found.size):\(found.modified.seconds).\(found.modified.nanoseconds):\(found.statusChanged.seconds).\(found.statusChanged.nanoseconds)")
-        }
-        let fingerprint = identity.joined(separator: ",")
-        if engine.placedBundleRejected(id) == fingerprint { return false }
+        guard model.kind.acceptsPlacedBundle, recorder.prior.install?.state != .installed,
+              // Anything less than a complete bundle costs no more than these `lstat`s.
+              let fingerprint = engine.placedBundleFingerprint(model, in: finalPath),
+              engine.placedBundleRejected(id) != fingerprint else { return false }
 
         onEvent(.phase(.verify))
         let result = try checkLocalFiles(model.files, in: finalPath, stopAtFirstProblem: true)

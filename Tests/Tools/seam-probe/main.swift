@@ -3,7 +3,10 @@
 // GlassesLocalTests run it, because the registry is process-wide by design.
 //
 //   seam-probe create-then-register | register-then-create | stored-property | fixed-app
-//              | strict | strict-config | concurrent | no-io
+//              | by-reference | strict | strict-config | concurrent | no-io
+//
+// Call sites are found on the call stack, `Folder/File.swift:line` (this file's folder
+// is `here`): each scenario prints the ones it expects as `createSite` / `registerSite`.
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,6 +24,9 @@ func describe(_ glasses: any ExtentosGlasses) -> [String: Any] {
                            "downloadTarget": choice.downloadTarget as Any]]
 }
 
+/// `seam-probe/main.swift`, as the SDK names a place in this file.
+let here = URL(fileURLWithPath: #filePath).deletingLastPathComponent().lastPathComponent + "/main.swift"
+
 func emit(_ instances: [String: any ExtentosGlasses], extra: [String: Any] = [:]) {
     var doc = extra
     doc["instances"] = instances.mapValues(describe)
@@ -36,7 +42,6 @@ func emit(_ instances: [String: any ExtentosGlasses], extra: [String: Any] = [:]
 }
 
 /// The mistake the iOS documents warn about: the stored property runs before init().
-/// Upstream's plain register() calls: the diagnostic cannot name them.
 struct LateApp {
     let glasses = Extentos.create(config: ExtentosConfig(usedCapabilities: [.microphone, .speaker]))
     static let createLine = #line - 1
@@ -45,6 +50,7 @@ struct LateApp {
         ExtentosLocalTier.register()
         ExtentosLocalVoice.register()
     }
+    static let registerLines = (#line - 3, #line - 2)
 }
 
 /// The documented fix: no initializer on the property, assigned after register().
@@ -63,13 +69,21 @@ switch scenario {
 case "create-then-register":
     let early = Extentos.create(config: ExtentosConfig(usedCapabilities: [.microphone, .speaker])); let createLine = #line
     let alsoEarly = Extentos.default()
-    // The form that names its call site; then upstream's plain call, again: harmless, no second diagnostic.
+    // Late; then again: harmless, no second diagnostic.
     let registerLine = #line + 1
-    ExtentosLocalTier.register(fileID: #fileID, line: #line)
     ExtentosLocalTier.register()
-    let later = Extentos.create()
+    ExtentosLocalTier.register()
+    let later = Extentos.default()
     emit(["early": early, "alsoEarly": alsoEarly, "later": later],
-         extra: ["createSite": "seam_probe/main.swift:\(createLine)", "registerSite": "seam_probe/main.swift:\(registerLine)"])
+         extra: ["createSite": "\(here):\(createLine)", "registerSite": "\(here):\(registerLine)"])
+
+case "by-reference":
+    // Upstream's calls kept as unannotated values, called late: the sites are still the calls'.
+    let make: (ExtentosConfig) -> ExtentosGlasses = Extentos.create
+    let setUp = ExtentosLocalTier.register
+    let glasses = make(ExtentosConfig()); let createLine = #line
+    setUp(); let registerLine = #line
+    emit(["glasses": glasses], extra: ["createSite": "\(here):\(createLine)", "registerSite": "\(here):\(registerLine)"])
 
 case "register-then-create":
     ExtentosLocalTier.register()
@@ -79,7 +93,8 @@ case "register-then-create":
 
 case "stored-property":
     let app = LateApp()
-    emit(["app": app.glasses], extra: ["createSite": "seam_probe/main.swift:\(LateApp.createLine)"])
+    emit(["app": app.glasses], extra: ["createSite": "\(here):\(LateApp.createLine)",
+                                       "registerSites": ["\(here):\(LateApp.registerLines.0)", "\(here):\(LateApp.registerLines.1)"]])
 
 case "fixed-app":
     emit(["app": FixedApp().glasses])
@@ -102,7 +117,7 @@ case "concurrent":
         }
     }
     group.wait()
-    emit(["glasses": Extentos.create()])
+    emit(["glasses": Extentos.default()])
 
 case "no-io":
     // Markers around the calls, so a syscall trace can show nothing happens in between.
@@ -115,6 +130,6 @@ case "no-io":
     _ = ExtentosLocalTier.models()
 
 default:
-    FileHandle.standardError.write(Data("usage: seam-probe create-then-register|register-then-create|stored-property|fixed-app|strict|strict-config|concurrent|no-io\n".utf8))
+    FileHandle.standardError.write(Data("usage: seam-probe create-then-register|register-then-create|stored-property|fixed-app|by-reference|strict|strict-config|concurrent|no-io\n".utf8))
     exit(2)
 }
