@@ -201,6 +201,13 @@ final class CurlEasy {
         if let refusedOption { throw .setup(refusedOption) }
     }
 
+    /// The status a proxy answered the last `CONNECT` with (0: no proxy tunnel was asked for).
+    var proxyConnectCode: Int {
+        var code = 0
+        _ = glasses_easy_getinfo_long(handle, CURLINFO_HTTP_CONNECTCODE, &code)
+        return code
+    }
+
     /// The last response's HTTP status.
     var responseCode: Int {
         var code = 0

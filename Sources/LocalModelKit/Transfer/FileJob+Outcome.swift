@@ -21,6 +21,9 @@ extension FileJob {
         // Progress means real bytes: a trickle of a few bytes per attempt, or an attempt that
         // ended in a stall, must not reset the budget (P4: bounded time).
         let stalled = easy?.isStall(result) ?? false
+        // A proxy that refuses the tunnel (403: its rules; 407: it wants credentials) says
+        // so every time: final, never retried (a cron run would hammer it otherwise).
+        let proxyRefusal = easy.map(\.proxyConnectCode).flatMap { [403, 407].contains($0) ? $0 : nil }
         easy = nil
         let url = request.url
         let gained = onDisk - onDiskAtAttemptStart
@@ -50,6 +53,15 @@ extension FileJob {
             case .redirectRefused(let reason):
                 finish(.failed(.refused(reason, url: url)))
             }
+            return
+        }
+
+        if let code = proxyRefusal {
+            let host = URLOrigin.of(answeredBy) ?? URLOrigin.redacted(answeredBy)
+            let advice = code == 407
+                ? "it asks for credentials: put them in the proxy's URL (https_proxy=http://USER:PASSWORD@HOST:PORT) or in netrc"
+                : "check the proxy's rules, or list the host in no_proxy to reach it directly"
+            finish(.failed(.refused("the proxy refused to connect to \(host) (HTTP \(code)); \(advice)", url: url)))
             return
         }
 
