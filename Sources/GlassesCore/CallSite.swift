@@ -1,5 +1,8 @@
 #if canImport(Runtime)
-import Runtime
+// The image list is read with the runtime's checked reader (`process_vm_readv`), which is
+// SPI; the plain `Backtrace.capture()` probes every file mapping with loads and crashes
+// when another thread unmaps one meanwhile.
+@_spi(MemoryReaders) @_spi(Internal) import Runtime
 #endif
 
 /// Where in the app a call into the SDK was made, for the register-before-create
@@ -30,11 +33,14 @@ final class CallSite: Sendable {
 
     /// The app's frame on the current call stack: the first frame below every frame of the
     /// SDK's own modules (and of the capture itself). The stack is captured now; it is
-    /// named on the first read of ``text``.
+    /// named on the first read of ``text``. Safe while other threads map and unmap files.
     static func here() -> CallSite {
         #if canImport(Runtime)
         if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
-            if let backtrace = try? Backtrace.capture(limit: 48, top: 0) {
+            // The images first, read where a mapping that goes away meanwhile is an error, not
+            // a crash (another thread closing a records connection unmaps its `-shm`).
+            let images = ImageMap.capture(using: LocalMemoryReader())
+            if let backtrace = try? Backtrace.capture(limit: 48, top: 0, images: images) {
                 return CallSite { appFrame(in: backtrace) }
             }
         }

@@ -1,3 +1,5 @@
+import Dispatch
+import Glibc
 import GlassesTestSupport
 import Synchronization
 import Testing
@@ -223,6 +225,37 @@ struct RegistryTests {
         let site = CallSite.here(); let line = #line
         #expect(site.text == "GlassesCoreTests/RegistryTests.swift:\(line)")
         #expect(CallSite.unknown.text == "")
+    }
+
+    /// Capturing the call stack while another thread maps and unmaps files (a records
+    /// connection's `-shm`, any app's `mmap`) must not read memory that is gone: the image
+    /// list is read through `process_vm_readv`, which fails where a plain load would crash
+    /// the app. (Before: SIGSEGV in the image map's ELF-header probe within a few hundred
+    /// captures.)
+    @Test func capturingWhileAnotherThreadUnmapsFilesIsSafe() throws {
+        let path = "/tmp/callsite-stress-\(getpid()).bin"
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0o600)
+        try #require(fd >= 0)
+        defer { close(fd); unlink(path) }
+        try #require(ftruncate(fd, 1 << 16) == 0)
+        let stop = Atomic<Bool>(false)
+        let done = DispatchGroup()
+        DispatchQueue.global().async(group: done) {
+            while !stop.load(ordering: .relaxed) {
+                // ELF-looking bytes at the start, so a probe reads further into the mapping.
+                guard let map = mmap(nil, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), map != MAP_FAILED else { continue }
+                map.storeBytes(of: 0x464c_457f as UInt32, as: UInt32.self)
+                usleep(50)
+                munmap(map, 1 << 16)
+                usleep(50)
+            }
+        }
+        defer { stop.store(true, ordering: .relaxed); done.wait() }
+        var last = CallSite.unknown
+        for _ in 0..<1_000 { last = CallSite.here() }
+        let site = CallSite.here(); let line = #line
+        #expect(site.text == "GlassesCoreTests/RegistryTests.swift:\(line)")
+        #expect(!last.text.isEmpty)
     }
 
     /// Upstream's seam: an optional resolver anyone may set and read.
