@@ -185,7 +185,7 @@ final class WarningDeviceProbe: DeviceProbe {
         return reading
     }
 
-    func space(at path: String) throws(SystemError) -> FilesystemSpace {
+    func space(at path: String) throws(LocalModelError) -> FilesystemSpace {
         try base.space(at: path)
     }
 

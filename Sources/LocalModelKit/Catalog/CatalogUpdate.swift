@@ -6,10 +6,10 @@ import FoundationEssentials
 /// to do), its `expiresAt` has not passed (a frozen mirror), and it validates. Accepted
 /// catalogs live in the store as `.catalog/<version>.json` + `.sig` and are re-verified
 /// whenever they are read; the built-in catalog is the floor.
-public enum CatalogSignature {
+package enum CatalogSignature {
     /// The trusted key (by name) that signed `message`, or nil. `signatureText` is the
     /// `.sig` file's text: the base64 of a 64-byte Ed25519 signature.
-    public static func signer(of message: [UInt8], signatureText: [UInt8],
+    package static func signer(of message: [UInt8], signatureText: [UInt8],
                               keys: [(name: String, pem: String)]) -> String? {
         guard let signature = Base64.decode(String(decoding: signatureText, as: UTF8.self)), signature.count == 64 else {
             return nil
@@ -19,7 +19,7 @@ public enum CatalogSignature {
 
     /// The catalog in `bytes`, when a trusted key signed it, it validates and has not
     /// expired; else the typed reason. `source` names it in messages.
-    public static func accept(_ bytes: [UInt8], signatureText: [UInt8], source: String, signaturePath: String,
+    package static func accept(_ bytes: [UInt8], signatureText: [UInt8], source: String, signaturePath: String,
                               keys: [(name: String, pem: String)], now: Int64) throws(LocalModelError) -> (Catalog, signer: String) {
         guard let signer = signer(of: bytes, signatureText: signatureText, keys: keys) else {
             throw .catalogSignatureInvalid(source: source, signature: signaturePath, keys: keys.map(\.name))
@@ -59,10 +59,10 @@ public let catalogUpdateCap: Int64 = 1 << 20
 extension StoreLayout {
     /// Keys announced as `nextKey` by accepted catalogs (each signed by a key trusted at the
     /// time): `.catalog/keys/<name>.pub`.
-    public var rotatedKeysRoot: String { catalogRoot + "/keys" }
+    package var rotatedKeysRoot: String { catalogRoot + "/keys" }
 
     /// The trusted keys given plus the rotated keys this store accepted.
-    public func trustedKeys(_ keys: [(name: String, pem: String)]) -> [(name: String, pem: String)] {
+    package func trustedKeys(_ keys: [(name: String, pem: String)]) -> [(name: String, pem: String)] {
         var all = keys
         for file in ((try? FileIO.listDirectory(rotatedKeysRoot)) ?? []).sorted() where file.hasSuffix(".pub") {
             if let bytes = try? FileIO.readFile(atPath: rotatedKeysRoot + "/" + file, limit: TrustedCatalogKeys.maxKeyFileBytes) {
@@ -80,7 +80,8 @@ extension LocalModelEngine {
     /// catalog changes only on acceptance; a refused rollback is recorded in the history.
     public func updateCatalog(from url: String, keys given: [(name: String, pem: String)], cap: Int64 = catalogUpdateCap,
                               options: DownloadOptions = DownloadOptions(), cancellation: CancellationFlag = CancellationFlag(),
-                              now: Int64 = Int64(SystemClock.wallSeconds())) throws(LocalModelError) -> CatalogUpdateResult {
+                              now: Int64? = nil) throws(LocalModelError) -> CatalogUpdateResult {
+        let now = now ?? Int64(SystemClock.wallSeconds())
         let records = try open().records
         let keys = layout.trustedKeys(given)
         let lock = FileLock(path: layout.locksRoot + "/@catalog.lock")

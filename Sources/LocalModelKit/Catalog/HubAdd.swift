@@ -1,22 +1,22 @@
 import FoundationEssentials
 
 /// What `add` is asked to do.
-public struct HubAddRequest: Sendable, Equatable {
+package struct HubAddRequest: Sendable, Equatable {
     /// The repository and the revision to pin.
-    public var reference: HubReference
+    package var reference: HubReference
     /// The catalog id; nil for `UserCatalog.defaultId(for:)` (`hf-ORG-REPO`).
-    public var id: String?
+    package var id: String?
     /// The name `list` shows; nil for `ORG/REPO`.
-    public var displayName: String?
+    package var displayName: String?
     /// Which of the repository's files the entry takes.
-    public var selection: HubFileSelection
+    package var selection: HubFileSelection
     /// Whether `autoChoice` may pick it (false unless asked).
-    public var autoEligible: Bool
+    package var autoEligible: Bool
     /// Replace an entry added before under the same id.
-    public var force: Bool
+    package var force: Bool
 
     /// A request; only `reference` is needed, the rest has the defaults `add` documents.
-    public init(reference: HubReference, id: String? = nil, displayName: String? = nil,
+    package init(reference: HubReference, id: String? = nil, displayName: String? = nil,
                 selection: HubFileSelection = HubFileSelection(), autoEligible: Bool = false, force: Bool = false) {
         self.reference = reference
         self.id = id
@@ -28,9 +28,9 @@ public struct HubAddRequest: Sendable, Equatable {
 }
 
 /// One file of the entry `add` wrote, and where its SHA-256 came from.
-public struct AddedFile: Sendable, Equatable {
+package struct AddedFile: Sendable, Equatable {
     /// Where a file's SHA-256 came from.
-    public enum HashSource: String, Sendable {
+    package enum HashSource: String, Sendable {
         /// The Hub's `lfs.sha256` (or, read from the cache, the LFS blob's name).
         case lfs
         /// Fetched (or read from the cache) and hashed by `add`.
@@ -40,70 +40,70 @@ public struct AddedFile: Sendable, Equatable {
         case sizeOnly
     }
     /// Its path in the repository and in the install folder.
-    public var path: String
+    package var path: String
     /// Its size in bytes, as the Hub lists it.
-    public var size: Int64
+    package var size: Int64
     /// Its SHA-256, when one is known (`hashSource`).
-    public var sha256: String?
+    package var sha256: String?
     /// Where `sha256` came from.
-    public var hashSource: HashSource
+    package var hashSource: HashSource
 }
 
 /// A file of the repository `add` left out, and why.
-public struct SkippedFile: Sendable, Equatable {
+package struct SkippedFile: Sendable, Equatable {
     /// Its path in the repository.
-    public var path: String
+    package var path: String
     /// Why it was left out (a never-taken kind, an `--exclude` glob, …).
-    public var reason: String
+    package var reason: String
 
     /// A skipped file and the reason.
-    public init(path: String, reason: String) {
+    package init(path: String, reason: String) {
         self.path = path
         self.reason = reason
     }
 }
 
 /// What `add` did.
-public struct HubAddResult: Sendable, Equatable {
+package struct HubAddResult: Sendable, Equatable {
     /// The entry written to the store's catalog (`origin == .user`).
-    public var model: CatalogModel
+    package var model: CatalogModel
     /// The repository and the revision asked for.
-    public var reference: HubReference
+    package var reference: HubReference
     /// The commit the revision was pinned to.
-    public var commit: String
+    package var commit: String
     /// The memory estimate behind the entry's `requiredMb`.
-    public var estimate: MemoryEstimate
+    package var estimate: MemoryEstimate
     /// The files the entry lists.
-    public var files: [AddedFile]
+    package var files: [AddedFile]
     /// The repository's files left out, and why.
-    public var skipped: [SkippedFile]
+    package var skipped: [SkippedFile]
     /// The safetensors files whose headers were read.
-    public var safetensors: [String]
+    package var safetensors: [String]
     /// An entry of the same id was replaced (`force`).
-    public var replaced: Bool
+    package var replaced: Bool
     /// `STORE/user-catalog.json`.
-    public var userCatalogPath: String
+    package var userCatalogPath: String
     /// Where the repository was read: the Hub's URL, or the snapshot folder in the Hugging
     /// Face cache (offline).
-    public var readFrom: String
+    package var readFrom: String
     /// The repository was read from the Hugging Face cache, with no connection (offline).
-    public var fromCache: Bool
+    package var fromCache: Bool
 }
 
 /// What `removeUserModel` did.
-public struct UserModelRemoval: Sendable, Equatable {
+package struct UserModelRemoval: Sendable, Equatable {
     /// The id of the entry removed from the store's catalog.
-    public var modelId: String
+    package var modelId: String
     /// Its installed files, partial data and record (`delete`).
-    public var deleted: DeleteResult
+    package var deleted: DeleteResult
 }
 
 extension LocalModelEngine {
     /// Small files kept in Git are fetched and hashed up to this many bytes in all; past it
     /// they are checked by size only.
-    public static let addHashBudget: Int64 = 16 << 20
+    package static let addHashBudget: Int64 = 16 << 20
     /// The Hub's own address, when `HF_ENDPOINT` names no mirror.
-    public static let hubOrigin = "https://huggingface.co"
+    package static let hubOrigin = "https://huggingface.co"
 
     /// Adds a Hugging Face Hub repository to the store's own catalog, knowing its memory
     /// need before a byte of its weights moves:
@@ -124,7 +124,7 @@ extension LocalModelEngine {
     /// - Throws: `LocalModelError`: `invalidAddRequest`, `idTaken`, `hubRepositoryNotFound`,
     ///   `authRequired`, `noSafetensors`, `modelFileInvalid`, `hubAnswerInvalid`,
     ///   `hubOffline`, `temporary`, `cancelled`, …
-    public func addHubModel(_ request: HubAddRequest, options: DownloadOptions = DownloadOptions(),
+    package func addHubModel(_ request: HubAddRequest, options: DownloadOptions = DownloadOptions(),
                             cancellation: CancellationFlag = CancellationFlag()) throws(LocalModelError) -> HubAddResult {
         let ref = request.reference
         // A store's catalog that cannot be read is never replaced: said before any request.
@@ -365,7 +365,7 @@ extension LocalModelEngine {
     /// of it runs), then its entry in `STORE/user-catalog.json`.
     /// - Throws: `notUserModel` for a model of the catalog in use or the built-in one,
     ///   `unknownModel` for an id neither has, `busy`, …
-    public func removeUserModel(id: String) throws(LocalModelError) -> UserModelRemoval {
+    package func removeUserModel(id: String) throws(LocalModelError) -> UserModelRemoval {
         guard userCatalog.withLock({ $0.models.contains { $0.id == id } }) else {
             if givenCatalog(has: id) || CatalogLoader().bundled().model(id: id) != nil { throw .notUserModel(id: id) }
             throw .unknownModel(id)
@@ -383,5 +383,5 @@ extension LocalModelEngine {
     }
 
     /// The models added to this store (`origin == .user`), as the store's catalog holds them.
-    public var userModels: [CatalogModel] { userCatalog.withLock { $0.models } }
+    package var userModels: [CatalogModel] { userCatalog.withLock { $0.models } }
 }

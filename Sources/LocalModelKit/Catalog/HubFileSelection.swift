@@ -5,24 +5,24 @@
 /// wins. Globs are the Hub client's (`fnmatch`, as its `allow_patterns` and
 /// `ignore_patterns`): matched against the whole path, `*` crossing `/`, a pattern ending
 /// with `/` meaning everything under that folder.
-public struct HubFileSelection: Sendable, Equatable {
+package struct HubFileSelection: Sendable, Equatable {
     /// Globs of files to take beside the defaults (`--include`), even of kinds never taken otherwise.
-    public var include: [String]
+    package var include: [String]
     /// Globs of files to leave out (`--exclude`); they win over everything.
-    public var exclude: [String]
+    package var exclude: [String]
 
     /// What is taken when no glob says otherwise.
-    public static let defaults = ["*.safetensors", "*.json", "tokenizer.model", "*.txt", "*.tiktoken", "*.jinja"]
+    package static let defaults = ["*.safetensors", "*.json", "tokenizer.model", "*.txt", "*.tiktoken", "*.jinja"]
 
     /// The defaults alone: no glob given.
-    public init() {
+    package init() {
         include = []
         exclude = []
     }
 
     /// - Throws: `invalidAddRequest` for an empty glob, one over 256 bytes, or one with a
     ///   control character.
-    public init(include: [String] = [], exclude: [String] = []) throws(LocalModelError) {
+    package init(include: [String] = [], exclude: [String] = []) throws(LocalModelError) {
         for (option, globs) in [("--include", include), ("--exclude", exclude)] {
             for glob in globs {
                 if glob.isEmpty || glob.utf8.count > 256 || CatalogValidator.hasControlByte(glob) {
@@ -36,7 +36,7 @@ public struct HubFileSelection: Sendable, Equatable {
     }
 
     /// Whether `path` is taken, and why not when it is not.
-    public func decide(_ path: String) -> (taken: Bool, reason: String?) {
+    package func decide(_ path: String) -> (taken: Bool, reason: String?) {
         if let glob = exclude.first(where: { Glob.matches($0, path) }) { return (false, "--exclude \(glob)") }
         if include.contains(where: { Glob.matches($0, path) }) { return (true, nil) }
         if let reason = Self.neverTaken(path) { return (false, reason) }
@@ -68,7 +68,7 @@ public struct HubFileSelection: Sendable, Equatable {
 /// matched as itself. Case-sensitive. A pattern ending with `/` matches everything under
 /// that folder (the client appends `*`). Linear in practice: one backtracking point, the
 /// last `*`, so no pattern makes it explode.
-public enum Glob {
+package enum Glob {
     enum Token: Equatable {
         case star
         case any
@@ -132,7 +132,7 @@ public enum Glob {
     }
 
     /// Whether `text` matches `pattern` whole.
-    public static func matches(_ pattern: String, _ text: String) -> Bool {
+    package static func matches(_ pattern: String, _ text: String) -> Bool {
         let tokens = compile(pattern)
         let chars = Array(text.unicodeScalars)
         var t = 0, c = 0

@@ -7,28 +7,28 @@
 ///     KV = 2 × num_hidden_layers × num_key_value_heads × head_dim × 4,096 tokens × 2 bytes
 ///
 /// computed exactly in whole numbers (weights × 6/5, never a rounded double).
-public struct MemoryEstimate: Sendable, Equatable {
+package struct MemoryEstimate: Sendable, Equatable {
     /// The bytes of every tensor of the safetensors files (their headers' sum).
-    public var weightsBytes: Int64
+    package var weightsBytes: Int64
     /// The KV-cache allowance; 0 when config.json does not give the shape (`kvCacheNote`).
-    public var kvCacheBytes: Int64
+    package var kvCacheBytes: Int64
     /// The shape it was computed from.
-    public var kvCache: KVCacheShape?
+    package var kvCache: KVCacheShape?
     /// Why there is no KV-cache allowance, when there is none.
-    public var kvCacheNote: String?
+    package var kvCacheNote: String?
     /// The catalog's `requiredMb`: MiB, rounded up.
-    public var requiredMb: Int
+    package var requiredMb: Int
 
     /// The context the KV cache is sized for.
-    public static let contextTokens: Int64 = 4096
+    package static let contextTokens: Int64 = 4096
     /// fp16/bf16 keys and values.
-    public static let bytesPerValue: Int64 = 2
+    package static let bytesPerValue: Int64 = 2
     /// What the runtime itself takes, beside the model.
-    public static let overheadMb = 100
+    package static let overheadMb = 100
 
     /// The estimate of `weightsBytes` of weights and the KV cache of `kvCache` (none: no
     /// allowance, `kvCacheNote` says why). Throws when a number leaves 64 bits.
-    public init(weightsBytes: Int64, kvCache: KVCacheShape?, kvCacheNote: String? = nil) throws(EstimateOverflow) {
+    package init(weightsBytes: Int64, kvCache: KVCacheShape?, kvCacheNote: String? = nil) throws(EstimateOverflow) {
         var kv: Int64 = 0
         if let kvCache {
             guard let bytes = kvCache.bytes else { throw EstimateOverflow() }
@@ -44,7 +44,7 @@ public struct MemoryEstimate: Sendable, Equatable {
 
     /// `ceil((weights × 1.2 + kv) / 2^20) + 100`, exactly: `ceil((6 × weights + 5 × kv) / (5 × 2^20))
     /// + 100`. Nil when a value is negative or the sum leaves 64 bits.
-    public static func requiredMb(weightsBytes: Int64, kvCacheBytes: Int64) -> Int? {
+    package static func requiredMb(weightsBytes: Int64, kvCacheBytes: Int64) -> Int? {
         guard weightsBytes >= 0, kvCacheBytes >= 0 else { return nil }
         let (w6, o1) = weightsBytes.multipliedReportingOverflow(by: 6)
         let (k5, o2) = kvCacheBytes.multipliedReportingOverflow(by: 5)
@@ -57,22 +57,22 @@ public struct MemoryEstimate: Sendable, Equatable {
 }
 
 /// The estimate's numbers do not fit in 64 bits (a hostile header or config).
-public struct EstimateOverflow: Error, Sendable, Equatable {}
+package struct EstimateOverflow: Error, Sendable, Equatable {}
 
 /// The shape of a model's KV cache, from its config.json.
-public struct KVCacheShape: Sendable, Equatable {
+package struct KVCacheShape: Sendable, Equatable {
     /// `num_hidden_layers`.
-    public var layers: Int64
+    package var layers: Int64
     /// `num_key_value_heads`, else `num_attention_heads`.
-    public var kvHeads: Int64
+    package var kvHeads: Int64
     /// `head_dim`, else `hidden_size / num_attention_heads` (rounded up).
-    public var headDim: Int64
+    package var headDim: Int64
     /// Where the numbers were found: `config.json`, or its `text_config` (a model that
     /// also sees images keeps its language model's numbers there).
-    public var from: String
+    package var from: String
 
     /// A cache of `layers` layers of `kvHeads` heads of `headDim` values each.
-    public init(layers: Int64, kvHeads: Int64, headDim: Int64, from: String = "config.json") {
+    package init(layers: Int64, kvHeads: Int64, headDim: Int64, from: String = "config.json") {
         self.layers = layers
         self.kvHeads = kvHeads
         self.headDim = headDim
@@ -81,7 +81,7 @@ public struct KVCacheShape: Sendable, Equatable {
 
     /// 2 (keys and values) × layers × KV heads × head dim × 4,096 tokens × 2 bytes; nil on
     /// overflow.
-    public var bytes: Int64? {
+    package var bytes: Int64? {
         var total: Int64 = 2
         for factor in [layers, kvHeads, headDim, MemoryEstimate.contextTokens, MemoryEstimate.bytesPerValue] {
             let (product, overflow) = total.multipliedReportingOverflow(by: factor)
@@ -95,7 +95,7 @@ public struct KVCacheShape: Sendable, Equatable {
     /// none (no `num_hidden_layers` or no head count: a config this rule does not know).
     /// - Throws: when it is not a JSON object, or a value it gives is not a whole number in
     ///   range (P12).
-    public static func read(config bytes: [UInt8]) throws(ReadProblem) -> (shape: KVCacheShape?, note: String?) {
+    package static func read(config bytes: [UInt8]) throws(ReadProblem) -> (shape: KVCacheShape?, note: String?) {
         let root: JSONValue
         do { root = try JSONParser().parse(bytes) } catch { throw ReadProblem("not JSON: \(error)") }
         guard case .object = root else { throw ReadProblem("not a JSON object") }

@@ -7,29 +7,29 @@
 /// range-checked (P12), and it is accepted only when it describes the file exactly as the
 /// format's own reader demands — offsets that tile the data from 0 to its end, each tensor's
 /// bytes those of its dtype and shape — so the weights it adds up are the file's.
-public struct SafetensorsHeader: Sendable, Equatable {
+package struct SafetensorsHeader: Sendable, Equatable {
     /// The largest header read: the format's own limit (100 MB).
-    public static let maxHeaderBytes: Int64 = 100_000_000
+    package static let maxHeaderBytes: Int64 = 100_000_000
 
     /// One tensor the header describes.
-    public struct Tensor: Sendable, Equatable {
+    package struct Tensor: Sendable, Equatable {
         /// Its name (`model.layers.0.mlp.up_proj.weight`).
-        public var name: String
+        package var name: String
         /// Its element type (`BF16`, `F16`, `U32`, …).
-        public var dtype: String
+        package var dtype: String
         /// Its dimensions.
-        public var shape: [Int64]
+        package var shape: [Int64]
         /// Bytes of the tensor's data (`data_offsets[1] - data_offsets[0]`).
-        public var bytes: Int64
+        package var bytes: Int64
     }
 
     /// Every tensor, in the header's order.
-    public var tensors: [Tensor]
+    package var tensors: [Tensor]
     /// `__metadata__`, when the header has one.
-    public var metadata: [String: String]
+    package var metadata: [String: String]
 
     /// The bytes of every tensor's data: the weights.
-    public var dataBytes: Int64 { tensors.reduce(0) { $0 + $1.bytes } }
+    package var dataBytes: Int64 { tensors.reduce(0) { $0 + $1.bytes } }
 
     /// Bits per element of each dtype the format names (the sub-byte float formats included).
     static let dtypeBits: [String: Int64] = [
@@ -43,7 +43,7 @@ public struct SafetensorsHeader: Sendable, Equatable {
     /// The header length N from the file's first 8 bytes, checked against the format's
     /// limit and the file's size.
     /// - Throws: why the file cannot be a safetensors file.
-    public static func headerLength(_ prefix: [UInt8], fileSize: Int64) throws(ReadProblem) -> Int64 {
+    package static func headerLength(_ prefix: [UInt8], fileSize: Int64) throws(ReadProblem) -> Int64 {
         guard prefix.count == 8 else { throw ReadProblem("shorter than the 8 bytes of a safetensors length") }
         var value: UInt64 = 0
         for (n, byte) in prefix.enumerated() { value |= UInt64(byte) << (8 * UInt64(n)) }
@@ -60,7 +60,7 @@ public struct SafetensorsHeader: Sendable, Equatable {
 
     /// Parses the `N` header bytes of a file of `fileSize` bytes.
     /// - Throws: why it is not a valid header.
-    public static func parse(_ bytes: [UInt8], fileSize: Int64) throws(ReadProblem) -> SafetensorsHeader {
+    package static func parse(_ bytes: [UInt8], fileSize: Int64) throws(ReadProblem) -> SafetensorsHeader {
         guard Int64(bytes.count) <= maxHeaderBytes else { throw ReadProblem("its header is over the format's limit of 100 MB") }
         guard bytes.first == UInt8(ascii: "{") else { throw ReadProblem("its header is not a JSON object (it must start with '{')") }
         let root: JSONValue
@@ -130,11 +130,11 @@ public struct SafetensorsHeader: Sendable, Equatable {
 
 /// Why a file from outside (a safetensors header, a config.json, the Hub's answer) cannot
 /// be used: a sentence naming what is wrong, for the message that names the file.
-public struct ReadProblem: Error, Sendable, Equatable, CustomStringConvertible {
+package struct ReadProblem: Error, Sendable, Equatable, CustomStringConvertible {
     /// What is wrong, as a sentence.
-    public var reason: String
+    package var reason: String
     /// A problem stated as `reason`.
-    public init(_ reason: String) { self.reason = reason }
+    package init(_ reason: String) { self.reason = reason }
     /// `reason`.
-    public var description: String { reason }
+    package var description: String { reason }
 }

@@ -4,18 +4,18 @@ import FoundationEssentials
 /// and of its signature's, so a stored copy that changed later is known to be damaged
 /// (a flipped byte, a truncation, an edit), not merely signed by a key this process does
 /// not trust (one that was trusted through `EXTENTOS_CATALOG_KEYS` when it was accepted).
-public enum CatalogDigest {
+package enum CatalogDigest {
     /// `<sha256 of the catalog>:<sha256 of the signature>`, or nil when libcrypto fails.
-    public static func of(_ bytes: [UInt8], signature: [UInt8]) -> String? {
+    package static func of(_ bytes: [UInt8], signature: [UInt8]) -> String? {
         guard let body = try? SHA256Hasher.hash(bytes), let sig = try? SHA256Hasher.hash(signature) else { return nil }
         return body + ":" + sig
     }
 }
 
 /// A stored catalog newer than the one in use that was not used, and why.
-public struct UnusableStoredCatalog: Sendable, Equatable, CustomStringConvertible {
+package struct UnusableStoredCatalog: Sendable, Equatable, CustomStringConvertible {
     /// Why it was not used.
-    public enum Reason: Sendable, Equatable {
+    package enum Reason: Sendable, Equatable {
         /// Its bytes or its signature's differ from those accepted: damaged or tampered.
         /// Moved to `setAsideTo` (kept for inspection, never read again); nil when it could
         /// not be moved (a store read-only for this user, or a catalog update under way).
@@ -28,14 +28,14 @@ public struct UnusableStoredCatalog: Sendable, Equatable, CustomStringConvertibl
     }
 
     /// The stored file (`STORE/.catalog/<version>.json`).
-    public var path: String
+    package var path: String
     /// Its catalog version.
-    public var version: Int
+    package var version: Int
     /// Why it was not used.
-    public var reason: Reason
+    package var reason: Reason
 
     /// The file, its version, why, and what to do.
-    public var description: String {
+    package var description: String {
         switch reason {
         case .damaged(let moved?):
             return "\(path) (catalog version \(version)) no longer matches what was accepted (damaged or tampered); set aside as \(moved) and never read again"
@@ -50,21 +50,21 @@ public struct UnusableStoredCatalog: Sendable, Equatable, CustomStringConvertibl
 }
 
 /// What reading the store's accepted catalogs found.
-public struct StoredCatalogRead: Sendable {
+package struct StoredCatalogRead: Sendable {
     /// The newest stored catalog that verifies, and its path.
-    public var found: (catalog: Catalog, source: String)?
+    package var found: (catalog: Catalog, source: String)?
     /// Newer stored catalogs passed over, newest first.
-    public var unusable: [UnusableStoredCatalog]
+    package var unusable: [UnusableStoredCatalog]
 }
 
 extension StoreLayout {
     /// Where damaged stored catalogs are moved: `.catalog/damaged/`.
-    public var damagedCatalogRoot: String { catalogRoot + "/damaged" }
+    package var damagedCatalogRoot: String { catalogRoot + "/damaged" }
 
     /// The newest stored catalog that still verifies (signature by a trusted key, valid;
     /// an accepted catalog keeps serving after its `expiresAt`: expiry guards what is
     /// accepted, and a device offline past it must not lose its models), or nil.
-    public func storedCatalog(keys given: [(name: String, pem: String)]) -> (catalog: Catalog, source: String)? {
+    package func storedCatalog(keys given: [(name: String, pem: String)]) -> (catalog: Catalog, source: String)? {
         readStoredCatalogs(keys: given).found
     }
 
@@ -74,7 +74,7 @@ extension StoreLayout {
     /// `.catalog/damaged/` under the catalog lock (so a `catalog update` writing the same
     /// name meanwhile is never the one moved), and the history says so. The version floor
     /// lives in the records, so removing or damaging files here never lowers it.
-    public func readStoredCatalogs(keys given: [(name: String, pem: String)], setAside: Bool = true) -> StoredCatalogRead {
+    package func readStoredCatalogs(keys given: [(name: String, pem: String)], setAside: Bool = true) -> StoredCatalogRead {
         // Never through a link (P11): a `.catalog` that is one holds no catalog of this store.
         guard (try? FileIO.status(catalogRoot))??.kind == .directory,
               let names = try? FileIO.listDirectory(catalogRoot), !names.isEmpty else { return StoredCatalogRead(found: nil, unusable: []) }
@@ -168,7 +168,7 @@ extension StoreLayout {
     }
 
     /// The damaged catalogs set aside so far (`.catalog/damaged/`), for doctor.
-    public func setAsideCatalogs() -> [String] {
+    package func setAsideCatalogs() -> [String] {
         ((try? FileIO.listDirectory(damagedCatalogRoot)) ?? []).filter { !$0.hasSuffix(".sig") }.map { damagedCatalogRoot + "/" + $0 }
     }
 }

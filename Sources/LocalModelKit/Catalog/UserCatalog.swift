@@ -5,12 +5,12 @@
 /// later signed catalog bring the same id, its model is the one used (and a warning says so).
 /// A file that fails validation is named in a warning and ignored; the signed catalog keeps
 /// working.
-public enum UserCatalog {
+package enum UserCatalog {
     /// The file's name in the store folder.
-    public static let fileName = "user-catalog.json"
+    package static let fileName = "user-catalog.json"
 
     /// Where a store keeps it.
-    public static func path(in layout: StoreLayout) -> String { layout.root + "/" + fileName }
+    package static func path(in layout: StoreLayout) -> String { layout.root + "/" + fileName }
 
     /// The models of the file at `path`, each marked `origin == .user`, and the problem that
     /// made it unusable (nil when it is absent or valid). Read as any named file is (P13:
@@ -65,7 +65,7 @@ public enum UserCatalog {
 
     /// The id `add` gives a repository when none is asked for: `hf-ORG-REPO`, lowercased,
     /// every character outside `[a-z0-9._-]` written as `-`.
-    public static func defaultId(for reference: HubReference) -> String {
+    package static func defaultId(for reference: HubReference) -> String {
         var id = ""
         for scalar in ("hf-" + reference.organization + "-" + reference.name).unicodeScalars {
             let v = scalar.value
@@ -79,7 +79,7 @@ public enum UserCatalog {
     }
 
     /// The longest id: what a catalog's loader accepts.
-    public static let maxIdLength = 64
+    package static let maxIdLength = 64
 }
 
 /// Where a catalog model comes from.

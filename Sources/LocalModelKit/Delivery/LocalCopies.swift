@@ -93,18 +93,18 @@ public struct LocalCopySettings: Sendable, Equatable {
 
 /// The Hugging Face hub cache, laid out as the Hub client lays it out:
 /// `models--ORG--REPO/{blobs/<hash>, refs/<name>, snapshots/<commit>/<path> → ../../blobs/<hash>}`.
-public enum HuggingFaceCache {
+package enum HuggingFaceCache {
     /// The hub folder the Hub client would use: `$HF_HUB_CACHE`, else the older
     /// `$HUGGINGFACE_HUB_CACHE`, else `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`,
     /// else `~/.cache/huggingface/hub`, expanded as the client expands them (`~`, `~user`,
     /// `$VAR`: `HubClientPaths`). Nil when the default is needed and no home folder is known.
-    public static func hubFolder(environment: [String: String]) -> String? {
+    package static func hubFolder(environment: [String: String]) -> String? {
         HubClientPaths(environment: environment).hubCache
     }
 
     /// The repository and revision a per-file source's URL names, whatever its host:
     /// `https://host/ORG/REPO/resolve/REV/` → (`ORG/REPO`, `REV`). Nil for any other shape.
-    public static func repository(ofBaseURL url: String) -> (repo: String, revision: String)? {
+    package static func repository(ofBaseURL url: String) -> (repo: String, revision: String)? {
         guard let path = LocalModelEngine.urlPath(of: url) else { return nil }
         let parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard parts.count >= 4, parts[2] == "resolve" else { return nil }

@@ -1,9 +1,9 @@
 /// Standard base64 (RFC 4648, with padding), for catalog signatures.
-public enum Base64 {
+package enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// The base64 of `bytes`, padded.
-    public static func encode(_ bytes: [UInt8]) -> String {
+    package static func encode(_ bytes: [UInt8]) -> String {
         var out: [UInt8] = []
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var i = 0
@@ -19,7 +19,7 @@ public enum Base64 {
     }
 
     /// The bytes, or nil for anything but canonical base64 (surrounding whitespace allowed).
-    public static func decode(_ text: String) -> [UInt8]? {
+    package static func decode(_ text: String) -> [UInt8]? {
         let chars = Array(text.trimmingWhitespace().utf8)
         guard chars.count % 4 == 0 else { return nil }
         func value(_ c: UInt8) -> UInt8? {

@@ -1,7 +1,7 @@
 /// Calendar arithmetic for the two date formats the tool meets, without Foundation's
 /// formatters (and their ICU data): HTTP dates (`Retry-After`, RFC 9110 IMF-fixdate) and
 /// the ISO 8601 UTC timestamps it prints. Proleptic Gregorian calendar, UTC only.
-public enum CivilTime {
+package enum CivilTime {
     /// Days from 1970-01-01 to a civil date (Howard Hinnant's `days_from_civil`).
     static func days(year: Int64, month: Int64, day: Int64) -> Int64 {
         let y = month <= 2 ? year - 1 : year
@@ -27,7 +27,7 @@ public enum CivilTime {
     }
 
     /// `2026-12-01T14:13:04Z` for seconds since 1970; nil outside years 0…9999 or for NaN.
-    public static func iso8601(_ seconds: Double) -> String? {
+    package static func iso8601(_ seconds: Double) -> String? {
         guard seconds.isFinite, seconds >= -62_167_219_200, seconds < 253_402_300_800 else { return nil }
         let whole = Int64(seconds.rounded(.down))
         let days = whole >= 0 ? whole / 86_400 : (whole - 86_399) / 86_400
@@ -42,7 +42,7 @@ public enum CivilTime {
     /// Seconds since 1970 of an HTTP date in the preferred format,
     /// `Sun, 06 Nov 1994 08:49:37 GMT`; nil for anything else (the obsolete RFC 850 and
     /// asctime forms included: no current server sends them in `Retry-After`).
-    public static func httpDate(_ text: String) -> Int64? {
+    package static func httpDate(_ text: String) -> Int64? {
         let parts = text.split(separator: " ", omittingEmptySubsequences: true)
         guard parts.count == 6, parts[0].count == 4, parts[0].hasSuffix(","), parts[5] == "GMT",
               let day = ExternalNumber.decimal(parts[1]), parts[1].count == 2, (1...31).contains(day),

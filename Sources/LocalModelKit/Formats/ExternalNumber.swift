@@ -4,10 +4,10 @@
 ///
 /// Swift's `Int(someDouble)` traps on NaN, infinities and values beyond `Int.max`, and
 /// `+` traps on overflow; nothing that passes through this file can reach either.
-public enum ExternalNumber {
+package enum ExternalNumber {
     /// A decimal integer as HTTP writes them (`1*DIGIT`: no sign, no spaces, no
     /// exponent), or nil — including for anything beyond `Int64.max`.
-    public static func decimal<S: StringProtocol>(_ text: S) -> Int64? {
+    package static func decimal<S: StringProtocol>(_ text: S) -> Int64? {
         var value: Int64 = 0
         var digits = 0
         for byte in text.utf8 {
@@ -23,14 +23,14 @@ public enum ExternalNumber {
 
     /// The same, but a value beyond `Int64.max` saturates to it: for quantities where
     /// "too big" has a meaning of its own (a `Retry-After` of 10,000 digits is simply too long).
-    public static func saturatingDecimal<S: StringProtocol>(_ text: S) -> Int64? {
+    package static func saturatingDecimal<S: StringProtocol>(_ text: S) -> Int64? {
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
         return decimal(text) ?? .max
     }
 
     /// A `Double` as `Int64`: nil for NaN, infinities clamp to the ends, fractions round
     /// toward zero, values beyond the range clamp.
-    public static func int64(clamping value: Double) -> Int64? {
+    package static func int64(clamping value: Double) -> Int64? {
         guard !value.isNaN else { return nil }
         // 2^63 is exactly representable; everything at or above it is out of range.
         if value >= 9_223_372_036_854_775_808.0 { return .max }
@@ -39,7 +39,7 @@ public enum ExternalNumber {
     }
 
     /// Sum that stops at `Int64.max` instead of trapping (negative terms count as 0).
-    public static func saturatingSum<S: Sequence>(_ values: S) -> Int64 where S.Element == Int64 {
+    package static func saturatingSum<S: Sequence>(_ values: S) -> Int64 where S.Element == Int64 {
         var total: Int64 = 0
         for v in values where v > 0 {
             let (sum, overflow) = total.addingReportingOverflow(v)

@@ -8,7 +8,7 @@
 // matters for start-up.
 
 /// A parsed JSON document node.
-public enum JSONValue: Sendable, Equatable {
+package enum JSONValue: Sendable, Equatable {
     /// `null`.
     case null
     /// `true` or `false`.
@@ -27,7 +27,7 @@ public enum JSONValue: Sendable, Equatable {
     case object([(key: String, value: JSONValue)])
 
     /// Equal values of the same case; objects compare their members in order.
-    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+    package static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
         case let (.bool(a), .bool(b)): return a == b
@@ -43,13 +43,13 @@ public enum JSONValue: Sendable, Equatable {
     }
 
     /// The member named `key` of an object, or nil.
-    public subscript(key: String) -> JSONValue? {
+    package subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
         return members.first(where: { $0.key == key })?.value
     }
 
     /// A short name of the value's type, for error messages ("expected integer, found string").
-    public var typeName: String {
+    package var typeName: String {
         switch self {
         case .null: return "null"
         case .bool: return "boolean"
@@ -63,31 +63,31 @@ public enum JSONValue: Sendable, Equatable {
 }
 
 /// Why a text is not JSON, with where.
-public struct JSONParseError: Error, Equatable, CustomStringConvertible {
+package struct JSONParseError: Error, Equatable, CustomStringConvertible {
     /// What is wrong ("expected ',' or '}'").
-    public var message: String
+    package var message: String
     /// The line where it is, from 1.
-    public var line: Int
+    package var line: Int
     /// The column (in bytes) where it is, from 1.
-    public var column: Int
+    package var column: Int
     /// `line L, column C: message`.
-    public var description: String { "line \(line), column \(column): \(message)" }
+    package var description: String { "line \(line), column \(column): \(message)" }
 }
 
 /// Parses JSON from UTF-8 bytes with fixed limits.
-public struct JSONParser {
+package struct JSONParser {
     /// Deepest nesting accepted; a catalog needs 5.
-    public var maxDepth = 64
+    package var maxDepth = 64
 
     /// A parser with the default limits.
-    public init() {}
+    package init() {}
 
     /// Parses one JSON document (RFC 8259) from UTF-8 bytes.
     /// - Parameter bytes: the whole document.
     /// - Returns: its value; integers that fit `Int64` stay exact.
     /// - Throws: ``JSONParseError`` with the line and column of the first problem
     ///   (a duplicate key, nesting past ``maxDepth``, anything after the value).
-    public func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+    package func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
         // The reader walks a buffer pointer that lives only for this call: no bounds check or
         // reference count per byte.
         let result: Result<JSONValue, JSONParseError> = bytes.withUnsafeBufferPointer { buffer in
@@ -105,7 +105,7 @@ public struct JSONParser {
     /// - Parameter text: the whole document.
     /// - Returns: its value.
     /// - Throws: ``JSONParseError`` at the first problem.
-    public func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+    package func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         try parse(Array(text.utf8))
     }
 }

@@ -2,7 +2,7 @@ import FoundationEssentials
 
 extension JSONValue {
     /// Serializes the value. `pretty` indents by two spaces, as the catalog files are.
-    public func serialized(pretty: Bool = false) -> String {
+    package func serialized(pretty: Bool = false) -> String {
         var out = ""
         write(into: &out, pretty: pretty, indent: 0)
         return out
@@ -73,22 +73,22 @@ extension JSONValue: ExpressibleByDictionaryLiteral, ExpressibleByArrayLiteral, 
     ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral, ExpressibleByNilLiteral
 {
     /// An object whose members keep the literal's order.
-    public init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(elements.map { (key: $0.0, value: $0.1) }) }
+    package init(dictionaryLiteral elements: (String, JSONValue)...) { self = .object(elements.map { (key: $0.0, value: $0.1) }) }
     /// An array.
-    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    package init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     /// A string.
-    public init(stringLiteral value: String) { self = .string(value) }
+    package init(stringLiteral value: String) { self = .string(value) }
     /// `true` or `false`.
-    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    package init(booleanLiteral value: Bool) { self = .bool(value) }
     /// An integer.
-    public init(integerLiteral value: Int64) { self = .int(value) }
+    package init(integerLiteral value: Int64) { self = .int(value) }
     /// `null`.
-    public init(nilLiteral: ()) { self = .null }
+    package init(nilLiteral: ()) { self = .null }
 
     /// An integer.
-    public init(_ value: Int) { self = .int(Int64(value)) }
+    package init(_ value: Int) { self = .int(Int64(value)) }
     /// An integer.
-    public init(_ value: Int64) { self = .int(value) }
+    package init(_ value: Int64) { self = .int(value) }
     /// A string, or `null` for nil.
-    public init(_ value: String?) { self = value.map { .string($0) } ?? .null }
+    package init(_ value: String?) { self = value.map { .string($0) } ?? .null }
 }

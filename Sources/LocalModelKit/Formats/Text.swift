@@ -2,7 +2,7 @@
 /// versions would bring its ICU data into a command that must start like a C tool).
 extension StringProtocol {
     /// Without leading and trailing spaces, tabs, carriage returns and newlines.
-    public func trimmingWhitespace() -> String {
+    package func trimmingWhitespace() -> String {
         func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
         let bytes = Array(utf8)
         var start = 0
@@ -13,7 +13,7 @@ extension StringProtocol {
     }
 
     /// The text after the first occurrence of `separator`, or nil when it does not occur.
-    public func afterFirst(_ separator: String) -> String? {
+    package func afterFirst(_ separator: String) -> String? {
         let text = Array(utf8)
         let sep = Array(separator.utf8)
         guard !sep.isEmpty, text.count >= sep.count else { return nil }
@@ -24,7 +24,7 @@ extension StringProtocol {
     }
 
     /// The text after the last occurrence of `separator`, or nil when it does not occur.
-    public func afterLast(_ separator: String) -> String? {
+    package func afterLast(_ separator: String) -> String? {
         let text = Array(utf8)
         let sep = Array(separator.utf8)
         guard !sep.isEmpty, text.count >= sep.count else { return nil }
@@ -37,7 +37,7 @@ extension StringProtocol {
     }
 
     /// Left-aligned in a column `width` characters wide (longer text is kept whole).
-    public func padded(to width: Int) -> String {
+    package func padded(to width: Int) -> String {
         let text = String(self)
         return text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
     }

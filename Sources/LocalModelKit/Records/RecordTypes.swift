@@ -54,25 +54,25 @@ public struct InstallRecord: Sendable, Equatable {
 }
 
 /// One file of a model's record.
-public struct FileRecord: Sendable, Equatable {
+package struct FileRecord: Sendable, Equatable {
     /// The file's path inside the model's folder, as the catalog names it.
-    public var path: String
+    package var path: String
     /// The file's size in bytes, as the catalog declares it.
-    public var size: Int64
+    package var size: Int64
     /// The catalog's hash, when it has one.
-    public var sha256: String?
+    package var sha256: String?
     /// The server's validators, for `If-Range` on resume.
-    public var etag: String?
+    package var etag: String?
     /// The server's `Last-Modified`, used for `If-Range` when there is no strong ETag.
-    public var lastModified: String?
+    package var lastModified: String?
     /// Bytes already on disk (in `.partial`, or all of them once installed).
-    public var bytesPresent: Int64
+    package var bytesPresent: Int64
     /// The SHA-256 computed while installing; `verify` compares against it when the
     /// catalog has no hash.
-    public var verifiedSha256: String?
+    package var verifiedSha256: String?
 
     /// A file's record; a new one has no bytes present and no validators yet.
-    public init(path: String, size: Int64, sha256: String?, etag: String? = nil, lastModified: String? = nil,
+    package init(path: String, size: Int64, sha256: String?, etag: String? = nil, lastModified: String? = nil,
                 bytesPresent: Int64 = 0, verifiedSha256: String? = nil) {
         self.path = path
         self.size = size
@@ -181,5 +181,5 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
 extension FileRecord {
     /// The key under which the store knows a file's bytes: its SHA-256 and size. A file of a
     /// model to install with a key the store holds is linked, not downloaded.
-    public static func heldKey(sha256: String, size: Int64) -> String { sha256 + ":\(size)" }
+    package static func heldKey(sha256: String, size: Int64) -> String { sha256 + ":\(size)" }
 }

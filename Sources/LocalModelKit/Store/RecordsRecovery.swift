@@ -17,9 +17,9 @@
 ///
 /// When `.partial/<id>` already holds an unfinished download, the repair cannot move the
 /// folder there and removes it instead; the download then resumes from that partial.
-public struct RecordsRecovery: Sendable, Equatable {
+package struct RecordsRecovery: Sendable, Equatable {
     /// What happens to one model found on disk once the records are started afresh.
-    public enum Outcome: Sendable, Equatable {
+    package enum Outcome: Sendable, Equatable {
         /// Moved to `.partial/<id>` at the next open; the next download re-verifies these
         /// files from disk and fetches only what is missing or does not match.
         case reverifiedFromDisk(files: Int)
@@ -32,30 +32,30 @@ public struct RecordsRecovery: Sendable, Equatable {
     }
 
     /// A model found on disk, and what recovery will do with it.
-    public struct Model: Sendable, Equatable {
+    package struct Model: Sendable, Equatable {
         /// Its catalog id.
-        public var id: String
+        package var id: String
         /// The installed folder found on disk.
-        public var folder: String
+        package var folder: String
         /// What happens to it once new records start.
-        public var outcome: Outcome
+        package var outcome: Outcome
     }
 
     /// The damaged database.
-    public var recordsPath: String
+    package var recordsPath: String
     /// Catalog models with an installed folder on disk.
-    public var models: [Model]
+    package var models: [Model]
 
     /// A shell line that moves the database and its `-wal`/`-shm` files into a new folder
     /// of the store, deleting nothing. The folder's name starts with a capital letter, so
     /// it can never be a model's folder (ids are lowercase).
-    public static func moveAsideCommand(recordsPath: String) -> String {
+    package static func moveAsideCommand(recordsPath: String) -> String {
         let folder = directory(of: recordsPath) + "/Damaged-records"
         return "mkdir \(shellQuoted(folder)) && mv \(shellQuoted(recordsPath))* \(shellQuoted(folder + "/"))"
     }
 
     /// ``moveAsideCommand(recordsPath:)`` for this store's database.
-    public var moveAsideCommand: String { Self.moveAsideCommand(recordsPath: recordsPath) }
+    package var moveAsideCommand: String { Self.moveAsideCommand(recordsPath: recordsPath) }
 
     static func directory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
@@ -72,7 +72,7 @@ extension LocalModelEngine {
     /// The catalog models as far as the disk alone tells, for when the records cannot be
     /// read (a damaged database): nothing counts as installed, partial data on disk counts
     /// as present, and no other download's reservation is known. Reads no records.
-    public func modelsWithoutRecords() throws(SystemError) -> [ModelStatus] {
+    package func modelsWithoutRecords() throws(LocalModelError) -> [ModelStatus] {
         let space = try probe.space(at: layout.root)
         return catalog.models.map { model in
             let fit = storageFit(model, installed: false, space: space, reservedByOthers: 0)
@@ -82,7 +82,7 @@ extension LocalModelEngine {
 
     /// What starting the records afresh would do to each model found on disk (see
     /// ``RecordsRecovery``). Reads no records; changes nothing.
-    public func recordsRecovery() -> RecordsRecovery {
+    package func recordsRecovery() -> RecordsRecovery {
         var models: [RecordsRecovery.Model] = []
         for model in catalog.models {
             let folder = layout.installPath(id: model.id, kind: model.kind)

@@ -7,9 +7,9 @@ import CSystem
 
 /// An open file that closes itself: the store's partial files, extracted files, lock files
 /// and files being hashed. Every call on it is POSIX through this one type.
-public final class FileDescriptor {
+package final class FileDescriptor {
     /// What was opened, for messages.
-    public let path: String
+    package let path: String
     private var fd: Int32
 
     init(adopting fd: Int32, path: String) {
@@ -25,7 +25,7 @@ public final class FileDescriptor {
     ///   - access: what the descriptor may do with the file.
     ///   - options: how to open it (create, exclusive, truncate, non-blocking).
     ///   - mode: the permissions of a file `options` creates.
-    public static func open(_ path: String, _ access: Access, options: OpenOptions = [],
+    package static func open(_ path: String, _ access: Access, options: OpenOptions = [],
                             mode: mode_t = 0o644) throws(SystemError) -> FileDescriptor {
         let fd = FileIO.retrying { posixOpen(path, access.flags | options.rawValue | O_NOFOLLOW | O_CLOEXEC, mode) }
         guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
@@ -33,7 +33,7 @@ public final class FileDescriptor {
     }
 
     /// Closes the descriptor (once; later calls do nothing). Also done on `deinit`.
-    public func close() {
+    package func close() {
         if fd >= 0 {
             _ = posixClose(fd)
             fd = -1
@@ -41,7 +41,7 @@ public final class FileDescriptor {
     }
 
     /// Writes all of `bytes`. On a failure, also says how many bytes reached the file first.
-    public func write(_ bytes: UnsafeRawBufferPointer) -> (written: Int, error: SystemError?) {
+    package func write(_ bytes: UnsafeRawBufferPointer) -> (written: Int, error: SystemError?) {
         var written = 0
         while written < bytes.count, let base = bytes.baseAddress {
             let n = FileIO.retrying { posixWrite(fd, base + written, bytes.count - written) }
@@ -52,42 +52,42 @@ public final class FileDescriptor {
     }
 
     /// Reads up to `buffer.count` bytes at `offset` (0 at the end of the file).
-    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
+    package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(SystemError) -> Int {
         let n = FileIO.retrying { pread(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
         guard n >= 0 else { throw SystemError(errno: errno, "read \(path)") }
         return n
     }
 
     /// Reads up to `buffer.count` bytes from the current position.
-    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         let n = FileIO.retrying { posixRead(fd, buffer.baseAddress, buffer.count) }
         guard n >= 0 else { throw SystemError(errno: errno, "read \(path)") }
         return n
     }
 
     /// Moves the position to `offset` bytes from the start (`lseek`).
-    public func seek(to offset: Int64) {
+    package func seek(to offset: Int64) {
         _ = lseek(fd, off_t(offset), SEEK_SET)
     }
 
     /// Cuts or extends the file to `size` bytes (`ftruncate`).
-    public func truncate(to size: Int64) {
+    package func truncate(to size: Int64) {
         _ = ftruncate(fd, off_t(size))
     }
 
     /// `fstat` of what is open.
-    public func status() throws(SystemError) -> FileStatus {
+    package func status() throws(SystemError) -> FileStatus {
         try FileIO.status(of: fd, path: path)
     }
 
     /// The file's size now.
-    public func size() throws(SystemError) -> Int64 {
+    package func size() throws(SystemError) -> Int64 {
         try status().size
     }
 
     /// Throws unless what is open is a regular file (a FIFO, a device, a socket or a folder
     /// someone put where a file was expected), naming what it is and what to do.
-    public func requireRegularFile() throws(SystemError) {
+    package func requireRegularFile() throws(SystemError) {
         let what: String
         let kind = try status().kind
         switch kind {
@@ -104,18 +104,18 @@ public final class FileDescriptor {
 
     /// How many names the file has (more than one: hard-linked, its bytes shared); 1 when
     /// `fstat` fails.
-    public func linkCount() -> Int {
+    package func linkCount() -> Int {
         (try? status())?.linkCount ?? 1
     }
 
     /// Waits until the file's bytes are on the disk.
-    public func sync() throws(SystemError) {
+    package func sync() throws(SystemError) {
         guard fsync(fd) == 0 else { throw SystemError(errno: errno, "fsync \(path)") }
     }
 
     /// Starts writing a range back to disk without waiting (Linux `sync_file_range`), so a
     /// later `sync()` has little left to do. Elsewhere nothing.
-    public func startWriteback(from offset: Int64, count: Int64) {
+    package func startWriteback(from offset: Int64, count: Int64) {
         _ = glasses_sync_file_range_write(fd, offset, count)
     }
 
@@ -140,7 +140,7 @@ extension FileDescriptor: Sendable {}
 
 extension FileDescriptor {
     /// What an open descriptor may do with its file (swift-system's `AccessMode`).
-    public enum Access: Sendable {
+    package enum Access: Sendable {
         /// `O_RDONLY`.
         case readOnly
         /// `O_WRONLY`.
@@ -159,20 +159,20 @@ extension FileDescriptor {
 
     /// How an open behaves (swift-system's `OpenOptions`). Every open of the file layer
     /// adds `O_NOFOLLOW` (a link at the last step is never followed) and `O_CLOEXEC`.
-    public struct OpenOptions: OptionSet, Sendable {
+    package struct OpenOptions: OptionSet, Sendable {
         /// The `O_*` flags.
-        public let rawValue: Int32
+        package let rawValue: Int32
         /// Options from their `O_*` flags.
-        public init(rawValue: Int32) { self.rawValue = rawValue }
+        package init(rawValue: Int32) { self.rawValue = rawValue }
 
         /// Creates the file when nothing is there (`O_CREAT`), with the mode given.
-        public static let create = OpenOptions(rawValue: O_CREAT)
+        package static let create = OpenOptions(rawValue: O_CREAT)
         /// With `create`: fails when something is already there, even a dangling link
         /// (`O_EXCL`), so a name someone planted is never written through.
-        public static let exclusiveCreate = OpenOptions(rawValue: O_EXCL)
+        package static let exclusiveCreate = OpenOptions(rawValue: O_EXCL)
         /// Never waits in the open (`O_NONBLOCK`): a FIFO without a writer would block a
         /// plain open forever.
-        public static let nonBlocking = OpenOptions(rawValue: O_NONBLOCK)
+        package static let nonBlocking = OpenOptions(rawValue: O_NONBLOCK)
     }
 }
 

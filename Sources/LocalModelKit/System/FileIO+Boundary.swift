@@ -6,7 +6,7 @@ import Darwin
 
 /// What a walk below a root refused, or failed at, as a value: each caller says it in its
 /// own terms (the store's commands and `mirror` keep to different boundaries).
-public enum BoundaryError: Error, Sendable, Equatable {
+package enum BoundaryError: Error, Sendable, Equatable {
     /// `path` is a symbolic link; nothing below the root is followed.
     case link(path: String)
     /// `path` is the folder the walk was told never to enter (`mirror`: the store).
@@ -23,7 +23,7 @@ public enum BoundaryError: Error, Sendable, Equatable {
 
     /// The error as a `SystemError`: a link or the forbidden folder said in the store's
     /// terms (the store's own walks report these so, P11), the others as they are.
-    public var systemError: SystemError {
+    package var systemError: SystemError {
         switch self {
         case .link(let path):
             return SystemError(message: "\(path) is a symbolic link; links inside the store are never followed. Remove it (any glasses-local command removes the links it finds in the store) and retry", errno: ELOOP)
@@ -46,7 +46,7 @@ public enum BoundaryError: Error, Sendable, Equatable {
 extension FileIO {
     /// Creates every missing folder from `root` down to `path`, never following a link
     /// below `root` (each step is an `openat` with `O_DIRECTORY | O_NOFOLLOW`).
-    public static func createDirectory(_ path: String, below root: String) throws(SystemError) {
+    package static func createDirectory(_ path: String, below root: String) throws(SystemError) {
         close(try openDirectory(path, below: root, create: true))
     }
 
@@ -61,7 +61,7 @@ extension FileIO {
     ///   - mode: the permissions of a file created.
     ///   - createParents: create missing folders on the way.
     /// - Returns: the open file (closed when the value goes away).
-    public static func openFile(_ path: String, below root: String, _ access: FileDescriptor.Access,
+    package static func openFile(_ path: String, below root: String, _ access: FileDescriptor.Access,
                                 options: FileDescriptor.OpenOptions = [], mode: mode_t = 0o644,
                                 createParents: Bool = false) throws(SystemError) -> FileDescriptor {
         let (parent, leaf) = split(path)
@@ -76,7 +76,7 @@ extension FileIO {
     /// included: a few files made durable one by one, where a filesystem-wide sync would
     /// also wait for everything else written on the disk. Nothing is reached through a
     /// link (the folders from `root` down are opened without following one).
-    public static func syncFiles(_ files: [String], in folder: String, below root: String) throws(SystemError) {
+    package static func syncFiles(_ files: [String], in folder: String, below root: String) throws(SystemError) {
         var folders: Set<String> = [folder]
         for relative in files {
             let path = folder + "/" + relative
@@ -90,7 +90,7 @@ extension FileIO {
     /// fsyncs each folder (after entries were added, renamed or removed in it, so that the
     /// change survives a power cut); a folder that does not exist is skipped. Nothing is
     /// reached through a link.
-    public static func syncFolders(_ folders: some Sequence<String>, below root: String) throws(SystemError) {
+    package static func syncFolders(_ folders: some Sequence<String>, below root: String) throws(SystemError) {
         for path in Set(folders) {
             let dir: Int32
             do { dir = try openDirectory(path, below: root, create: false) } catch where error.isNotFound { continue }
@@ -101,7 +101,7 @@ extension FileIO {
 
     /// `writeFileAtomically` for a file below `root`: the folders down to it are opened
     /// without following links, then the same exclusive temporary file and `renameat`.
-    public static func writeFileAtomically(_ bytes: [UInt8], toPath path: String, below root: String,
+    package static func writeFileAtomically(_ bytes: [UInt8], toPath path: String, below root: String,
                                            mode: mode_t = 0o644) throws(SystemError) {
         let (parent, leaf) = split(path)
         let dir = try openDirectory(parent, below: root, create: false)
@@ -112,13 +112,13 @@ extension FileIO {
     /// Opens a lock file, creating it (mode 0644) when absent; a link at `path` is never
     /// followed (`ELOOP`: the caller removes it and retries). Lock files hold no bytes, so
     /// sharing one with another process is their purpose; only `flock` is used on it.
-    public static func createOrOpenLockFile(_ path: String) throws(SystemError) -> FileDescriptor {
+    package static func createOrOpenLockFile(_ path: String) throws(SystemError) -> FileDescriptor {
         try FileDescriptor.open(path, .readWrite, options: [.create, .nonBlocking])
     }
 
     /// `rename` of two paths below `root`, neither of whose folders is reached through a
     /// link (a link at either end is itself renamed or replaced, never followed).
-    public static func rename(_ from: String, to: String, below root: String) throws(SystemError) {
+    package static func rename(_ from: String, to: String, below root: String) throws(SystemError) {
         let (fromParent, fromLeaf) = split(from)
         let (toParent, toLeaf) = split(to)
         let fromDir = try openDirectory(fromParent, below: root, create: false)
@@ -134,7 +134,7 @@ extension FileIO {
     /// links, and the tree is removed through descriptors, so a link anywhere (even one
     /// planted while this runs) is removed, never followed. Returns the bytes freed.
     @discardableResult
-    public static func removeTree(_ path: String, below root: String) throws(SystemError) -> Int64 {
+    package static func removeTree(_ path: String, below root: String) throws(SystemError) -> Int64 {
         let (parent, leaf) = split(path)
         return try removeTree(path, below: root, parent: parent, leaf: leaf)
     }

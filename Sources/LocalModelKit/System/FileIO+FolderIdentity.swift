@@ -9,7 +9,7 @@ import Darwin
 extension FileIO {
     /// The identity of the folder at `path` (links on the way followed: where it really
     /// is), or nil when nothing is there.
-    public static func directoryIdentity(_ path: String) throws(SystemError) -> FileIdentity? {
+    package static func directoryIdentity(_ path: String) throws(SystemError) -> FileIdentity? {
         let fd = retrying { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         if fd < 0 && errno == ENOENT { return nil }
         guard fd >= 0 else { throw SystemError(errno: errno, "open folder \(path)") }
@@ -22,7 +22,7 @@ extension FileIO {
     /// folder with `openat(fd, "..")` to `/`, comparing device and inode at each step, so
     /// a link, a bind mount or `..` in `path` is seen through where comparing strings
     /// would see nothing.
-    public static func isWithin(_ path: String, folder: FileIdentity) throws(SystemError) -> Bool {
+    package static func isWithin(_ path: String, folder: FileIdentity) throws(SystemError) -> Bool {
         var candidate = path
         var fd = retrying { open(candidate, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         while fd < 0 {

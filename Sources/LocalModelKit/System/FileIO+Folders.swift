@@ -8,18 +8,18 @@ import Darwin
 /// trust (inside the store, `FileIO+Boundary` changes nothing through a link).
 extension FileIO {
     /// Whether anything (a dangling link too) stands at `path`.
-    public static func exists(_ path: String) -> Bool {
+    package static func exists(_ path: String) -> Bool {
         var st = stat()
         return lstat(path, &st) == 0
     }
 
     /// Whether a real folder (not a link to one) stands at `path`.
-    public static func isDirectory(_ path: String) -> Bool {
+    package static func isDirectory(_ path: String) -> Bool {
         statusIfReadable(path)?.kind == .directory
     }
 
     /// Size of a regular file, or nil when it is absent or not a regular file.
-    public static func regularFileSize(_ path: String) -> Int64? {
+    package static func regularFileSize(_ path: String) -> Int64? {
         guard let found = statusIfReadable(path), found.kind == .regular else { return nil }
         return found.size
     }
@@ -27,7 +27,7 @@ extension FileIO {
     /// Size of the regular file at `relative` below `folder`, or nil when it is absent,
     /// not a regular file, or reached through a link (every folder on the way is
     /// `lstat`ed too; `checked` remembers the folders already found to be real).
-    public static func regularFileSize(_ relative: String, in folder: String, checked: inout Set<String>) -> Int64? {
+    package static func regularFileSize(_ relative: String, in folder: String, checked: inout Set<String>) -> Int64? {
         var index = relative.startIndex
         while let slash = relative[index...].firstIndex(of: "/") {
             let prefix = String(relative[..<slash])
@@ -43,7 +43,7 @@ extension FileIO {
     /// The path with every link resolved (`realpath`): where a file outside the store that
     /// the user pointed at really is (a Hugging Face snapshot's entries are links into its
     /// `blobs/`). Nil when something on the way is missing or unreadable.
-    public static func resolvingLinks(_ path: String) -> String? {
+    package static func resolvingLinks(_ path: String) -> String? {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)
@@ -56,7 +56,7 @@ extension FileIO {
     }
 
     /// `mkdir -p`.
-    public static func createDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) {
+    package static func createDirectory(_ path: String, mode: mode_t = 0o755) throws(SystemError) {
         if isDirectory(path) { return }
         var prefix = ""
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
@@ -69,7 +69,7 @@ extension FileIO {
     }
 
     /// Names in a folder (without `.` and `..`); empty when the folder does not exist.
-    public static func listDirectory(_ path: String) throws(SystemError) -> [String] {
+    package static func listDirectory(_ path: String) throws(SystemError) -> [String] {
         guard let dir = opendir(path) else {
             if errno == ENOENT { return [] }
             throw SystemError(errno: errno, "list \(path)")
@@ -88,19 +88,19 @@ extension FileIO {
     /// `rm -rf` without following symlinks; returns the bytes of regular files removed.
     /// The folder holding `path` is trusted as it is; below it, nothing is followed.
     @discardableResult
-    public static func removeTree(_ path: String) throws(SystemError) -> Int64 {
+    package static func removeTree(_ path: String) throws(SystemError) -> Int64 {
         let (parent, leaf) = split(path)
         return try removeTree(path, below: parent.isEmpty ? "." : parent, leaf: leaf)
     }
 
     /// `rename`, with its error.
-    public static func rename(_ from: String, to: String) throws(SystemError) {
+    package static func rename(_ from: String, to: String) throws(SystemError) {
         guard posixRename(from, to) == 0 else { throw SystemError(errno: errno, "rename \(from) to \(to)") }
     }
 
     /// Regular files under `root`, as paths relative to it, sorted bytewise; symlinks and
     /// other special files are reported in `others`.
-    public static func walkFiles(_ root: String) throws(SystemError) -> (files: [String], others: [String]) {
+    package static func walkFiles(_ root: String) throws(SystemError) -> (files: [String], others: [String]) {
         var files: [String] = []
         var others: [String] = []
         func walk(_ relative: String) throws(SystemError) {
@@ -122,7 +122,7 @@ extension FileIO {
 
     /// Free and total bytes of the filesystem holding `path` for this user (`statvfs`),
     /// saturating instead of trapping on what a filesystem may report (P12).
-    public static func space(of path: String) throws(SystemError) -> (available: Int64, total: Int64) {
+    package static func space(of path: String) throws(SystemError) -> (available: Int64, total: Int64) {
         var vfs = statvfs()
         guard statvfs(path, &vfs) == 0 else { throw SystemError(errno: errno, "read free space of \(path)") }
         let unit = Int64(clamping: vfs.f_frsize != 0 ? vfs.f_frsize : vfs.f_bsize)

@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 /// What `linkOrCopy` did.
-public enum LinkOutcome: Sendable, Equatable {
+package enum LinkOutcome: Sendable, Equatable {
     /// A hard link to the source now stands at the destination.
     case linked
     /// A copy (the filesystem could not link): another file with the same bytes.
@@ -39,7 +39,7 @@ extension FileIO {
     ///   - forbidden: a folder never to enter on the way to `destination` (`mirror`: the
     ///     store); checked by device and inode at every step, `root` included.
     /// - Throws: `BoundaryError`, saying which link, folder or call stopped it.
-    public static func linkOrCopy(_ source: String, within sourceRoot: String, to destination: String,
+    package static func linkOrCopy(_ source: String, within sourceRoot: String, to destination: String,
                                   below root: String, avoiding forbidden: FileIdentity? = nil) throws(BoundaryError) -> LinkOutcome {
         let (sourceParent, sourceLeaf) = split(source)
         let sourceDir: Int32

@@ -10,16 +10,16 @@ extension FileIO {
     }
 
     /// `/a/b/c` → `/a/b` (the folder holding a path).
-    public static func parent(of path: String) -> String {
+    package static func parent(of path: String) -> String {
         let parent = split(path).parent
         return parent.isEmpty ? "." : parent
     }
 
     /// `/a/b/c` → `c`; the last component of a URL path too.
-    public static func lastComponent(of path: String) -> String { split(path).leaf }
+    package static func lastComponent(of path: String) -> String { split(path).leaf }
 
     /// The absolute form of `path` against the working directory (no symlink resolution).
-    public static func absolutePath(_ path: String) -> String {
+    package static func absolutePath(_ path: String) -> String {
         if path.hasPrefix("/") { return normalize(path) }
         guard let cwd = ProcessEnvironment.workingDirectory() else { return path }
         return normalize(cwd + "/" + path)

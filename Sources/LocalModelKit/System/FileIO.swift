@@ -16,7 +16,7 @@ import CSystem
 /// `FileIO+Paths` (path strings), `FileIO+Boundary` (changing a tree without leaving its
 /// root), `FileIO+LinkOrCopy` and `FileIO+FolderIdentity`. The process, its signals,
 /// threads and clocks are `ProcessEnvironment`, `Signals`, `Threads` and `SystemClock`.
-public enum FileIO {
+package enum FileIO {
     /// Retries a call interrupted by a signal.
     @inline(__always)
     static func retrying<T: BinaryInteger>(_ body: () -> T) -> T {
@@ -32,7 +32,7 @@ public enum FileIO {
     /// it opened must be a regular file (`fstat` after the open, so nothing can be swapped
     /// in between); a FIFO, a device or a socket is refused with `ENOTSUP`-style errors
     /// instead of being waited on. `/proc` and `/sys` files are regular files and read as usual.
-    public static func readFile(atPath path: String, limit: Int) throws(SystemError) -> [UInt8] {
+    package static func readFile(atPath path: String, limit: Int) throws(SystemError) -> [UInt8] {
         let file = try openForReading(path)
         var out: [UInt8] = []
         out.reserveCapacity(min(Int(clamping: max(try file.size(), 0)), limit) + 1)
@@ -50,14 +50,14 @@ public enum FileIO {
     }
 
     /// How long a pipe named on the command line may take to deliver all of its bytes.
-    public static let namedInputSeconds: Double = 30
+    package static let namedInputSeconds: Double = 30
 
     /// Reads what a user named explicitly as an input (`--catalog FILE`, `catalog validate`,
     /// `catalog verify`/`sign`): a regular file as `readFile` does; also a pipe (`<(…)`, a
     /// FIFO) and `-` for standard input, read up to `limit` bytes and for at most `seconds`
     /// in all (never waiting longer on a writer that does not finish). A folder, a device or
     /// a socket is refused, as are files found by scanning a folder (those use `readFile`).
-    public static func readNamedInput(_ path: String, limit: Int, seconds: Double = namedInputSeconds) throws(SystemError) -> [UInt8] {
+    package static func readNamedInput(_ path: String, limit: Int, seconds: Double = namedInputSeconds) throws(SystemError) -> [UInt8] {
         if path == "-" {
             guard isatty(0) == 0 else {
                 throw SystemError(message: "read standard input: it is a terminal; pipe the file in (… | glasses-local … -) or name the file", errno: ENOTTY)
@@ -123,7 +123,7 @@ public enum FileIO {
     /// (a FIFO with no writer would block a plain open forever), then `fstat` of what was
     /// opened, which must be a regular file. Links in the path are followed: the caller
     /// named it. (Paths inside the store go through `openFile(_:below:_:options:)` instead.)
-    public static func openForReading(_ path: String) throws(SystemError) -> FileDescriptor {
+    package static func openForReading(_ path: String) throws(SystemError) -> FileDescriptor {
         let fd = retrying { open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }
         guard fd >= 0 else { throw SystemError(errno: errno, "open \(path)") }
         let file = FileDescriptor(adopting: fd, path: path)
@@ -140,7 +140,7 @@ public enum FileIO {
     /// `path` (even a dangling link) is never replaced: the error is `EEXIST`.
     /// The folder holding `path` is the caller's to trust; inside the store use
     /// `writeFileAtomically(_:toPath:below:)`.
-    public static func writeFileAtomically(_ bytes: [UInt8], toPath path: String, mode: mode_t = 0o644,
+    package static func writeFileAtomically(_ bytes: [UInt8], toPath path: String, mode: mode_t = 0o644,
                                            replacing: Bool = true) throws(SystemError) {
         let (parent, leaf) = split(path)
         let folder = parent.isEmpty ? "." : parent
@@ -191,7 +191,7 @@ public enum FileIO {
 
     /// Flushes every file of the filesystem holding `path` (Linux `syncfs`; `fsync` of
     /// the folder elsewhere, where files are flushed one by one).
-    public static func syncFilesystem(_ path: String) throws(SystemError) {
+    package static func syncFilesystem(_ path: String) throws(SystemError) {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw SystemError(errno: errno, "open folder \(path)") }
         defer { close(fd) }
@@ -201,7 +201,7 @@ public enum FileIO {
     }
 
     /// fsyncs a folder so the renames in it survive a power cut.
-    public static func syncDirectory(_ path: String) throws(SystemError) {
+    package static func syncDirectory(_ path: String) throws(SystemError) {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw SystemError(errno: errno, "open folder \(path)") }
         defer { close(fd) }
@@ -212,7 +212,7 @@ public enum FileIO {
 
     /// `lstat`: what stands at `path` itself (a link is reported, never followed), or nil
     /// when nothing is there.
-    public static func status(_ path: String) throws(SystemError) -> FileStatus? {
+    package static func status(_ path: String) throws(SystemError) -> FileStatus? {
         var st = stat()
         if lstat(path, &st) == 0 { return FileStatus(st) }
         if errno == ENOENT || errno == ENOTDIR { return nil }
@@ -221,7 +221,7 @@ public enum FileIO {
 
     /// `stat`: what `path` leads to, links followed (a user's own files outside the store,
     /// such as `~/.netrc`, which a dotfile manager may link); nil when nothing is there.
-    public static func statusFollowingLinks(_ path: String) throws(SystemError) -> FileStatus? {
+    package static func statusFollowingLinks(_ path: String) throws(SystemError) -> FileStatus? {
         var st = stat()
         if stat(path, &st) == 0 { return FileStatus(st) }
         if errno == ENOENT || errno == ENOTDIR { return nil }

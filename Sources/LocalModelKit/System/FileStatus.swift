@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 /// What stands at a path: the file type of `stat`'s `st_mode`, by name.
-public enum FileKind: Sendable, Hashable {
+package enum FileKind: Sendable, Hashable {
     /// A regular file.
     case regular
     /// A folder.
@@ -41,11 +41,11 @@ public enum FileKind: Sendable, Hashable {
 
 /// A file's identity on this machine, its device and inode: two names of one file, or a
 /// folder reached by two spellings (a link, a bind mount, `..`), have the same one.
-public struct FileIdentity: Sendable, Hashable {
+package struct FileIdentity: Sendable, Hashable {
     /// `st_dev`: the filesystem.
-    public var device: UInt64
+    package var device: UInt64
     /// `st_ino`: the file within it.
-    public var inode: UInt64
+    package var inode: UInt64
 
     init(_ st: stat) {
         device = UInt64(truncatingIfNeeded: st.st_dev)
@@ -53,18 +53,18 @@ public struct FileIdentity: Sendable, Hashable {
     }
 
     /// An identity from its two numbers (as the records keep a switch's tree).
-    public init(device: UInt64, inode: UInt64) {
+    package init(device: UInt64, inode: UInt64) {
         self.device = device
         self.inode = inode
     }
 }
 
 /// A moment a file system recorded: seconds since 1970 and the nanoseconds after them.
-public struct FileTimestamp: Sendable, Hashable {
+package struct FileTimestamp: Sendable, Hashable {
     /// Whole seconds since 1970.
-    public var seconds: Int64
+    package var seconds: Int64
     /// Nanoseconds after them (0 ..< 1,000,000,000).
-    public var nanoseconds: Int64
+    package var nanoseconds: Int64
 
     init(_ time: timespec) {
         seconds = Int64(time.tv_sec)
@@ -77,26 +77,26 @@ public struct FileTimestamp: Sendable, Hashable {
 ///
 /// Returned by `FileIO.status(_:)` (the path itself, a link not followed),
 /// `FileDescriptor.status()` (what is open) and the walks below a root.
-public struct FileStatus: Sendable, Equatable {
+package struct FileStatus: Sendable, Equatable {
     /// What stands there: a regular file, a folder, a link, …
-    public var kind: FileKind
+    package var kind: FileKind
     /// The permission bits (`st_mode & 0o7777`): `0o644`, `0o600`.
-    public var permissions: mode_t
+    package var permissions: mode_t
     /// Bytes in the file (for a link: in the path it holds).
-    public var size: Int64
+    package var size: Int64
     /// Bytes the file occupies on the disk (`st_blocks × 512`): less than `size` for a
     /// sparse file, more for a small one.
-    public var allocatedBytes: Int64
+    package var allocatedBytes: Int64
     /// How many names the file has (more than one: hard-linked, its bytes shared).
-    public var linkCount: Int
+    package var linkCount: Int
     /// Its device and inode.
-    public var identity: FileIdentity
+    package var identity: FileIdentity
     /// The last change of the file's bytes.
-    public var modified: FileTimestamp
+    package var modified: FileTimestamp
     /// The last change of the file's bytes or its metadata (names, mode, owner).
-    public var statusChanged: FileTimestamp
+    package var statusChanged: FileTimestamp
     /// Whether the file belongs to the user this process runs as (its effective user).
-    public var ownedByThisUser: Bool
+    package var ownedByThisUser: Bool
 
     init(_ st: stat) {
         ownedByThisUser = st.st_uid == geteuid()

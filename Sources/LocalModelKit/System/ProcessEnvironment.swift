@@ -6,19 +6,19 @@ import Darwin
 
 /// This process and what it was started with: its id, its user's home, its working
 /// directory, and its standard streams (whether one is a terminal; writing to one).
-public enum ProcessEnvironment {
+package enum ProcessEnvironment {
     /// This process's id.
-    public static var processID: Int32 { getpid() }
+    package static var processID: Int32 { getpid() }
 
     /// This user's home folder from the password database (for a process without HOME).
-    public static func homeDirectoryFromPasswordDatabase() -> String? {
+    package static func homeDirectoryFromPasswordDatabase() -> String? {
         guard let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir else { return nil }
         return String(cString: dir)
     }
 
     /// The home folder of the user named `name` in the password database (`~user`), or nil
     /// when there is no such user. `getpwnam_r`, so threads may ask at once.
-    public static func homeDirectory(ofUser name: String) -> String? {
+    package static func homeDirectory(ofUser name: String) -> String? {
         guard !name.isEmpty, !name.utf8.contains(0) else { return nil }
         var size = 16_384
         let suggested = sysconf(Int32(_SC_GETPW_R_SIZE_MAX))
@@ -50,12 +50,12 @@ public enum ProcessEnvironment {
     }
 
     /// Whether `fd` (1 stdout, 2 stderr) is a terminal.
-    public static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
+    package static func isTerminal(_ fd: Int32) -> Bool { isatty(fd) == 1 }
 
     /// Writes all of `bytes` to an open descriptor (stdout, stderr), retrying short writes
     /// and `EINTR`. Unlike `FileHandle.write(_:)`, which traps when the write fails, this
     /// throws — a terminal that hung up answers `EIO`, and that must not crash the caller.
-    public static func writeAll(_ bytes: [UInt8], to fd: Int32) throws(SystemError) {
+    package static func writeAll(_ bytes: [UInt8], to fd: Int32) throws(SystemError) {
         var offset = 0
         while offset < bytes.count {
             let n = bytes.withUnsafeBytes { buf in

@@ -6,16 +6,16 @@ import Darwin
 
 /// Signals to this process, by name: the ones a download turns into a clean stop, and the
 /// dispositions it reads and changes.
-public enum Signals {
+package enum Signals {
     /// Ctrl-C (`SIGINT`).
-    public static let interrupt: Int32 = SIGINT
+    package static let interrupt: Int32 = SIGINT
     /// A polite request to end (`SIGTERM`).
-    public static let terminate: Int32 = SIGTERM
+    package static let terminate: Int32 = SIGTERM
     /// A closed terminal or a dropped ssh session (`SIGHUP`).
-    public static let hangup: Int32 = SIGHUP
+    package static let hangup: Int32 = SIGHUP
 
     /// Whether `signal` is ignored now (a process started under `nohup` ignores SIGHUP).
-    public static func isIgnored(_ signal: Int32) -> Bool {
+    package static func isIgnored(_ signal: Int32) -> Bool {
         var current = sigaction()
         guard sigaction(signal, nil, &current) == 0 else { return false }
         #if os(Linux)
@@ -27,7 +27,7 @@ public enum Signals {
     }
 
     /// Ignores `signal`'s default action (a dispatch source then receives it).
-    public static func ignore(_ signal: Int32) {
+    package static func ignore(_ signal: Int32) {
         _ = posixSignal(signal, SIG_IGN)
     }
 

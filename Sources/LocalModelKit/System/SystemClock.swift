@@ -6,23 +6,23 @@ import Darwin
 
 /// The system's clocks: the wall clock, a clock that never jumps, and the local time of day.
 /// (Not `Clock`: that name is the standard library's clock protocol.)
-public enum SystemClock {
+package enum SystemClock {
     /// Seconds since 1970 on the wall clock (CLOCK_REALTIME).
-    public static func wallSeconds() -> Double {
+    package static func wallSeconds() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
     /// Seconds on a clock that never jumps (CLOCK_MONOTONIC).
-    public static func monotonicSeconds() -> Double {
+    package static func monotonicSeconds() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 
     /// Seconds after local midnight (the system's time zone).
-    public static func localSecondOfDay() -> Int {
+    package static func localSecondOfDay() -> Int {
         var t = time(nil)
         var parts = tm()
         guard localtime_r(&t, &parts) != nil else { return Int(t % 86_400) }
@@ -31,4 +31,4 @@ public enum SystemClock {
 }
 
 /// Seconds on a clock that never jumps (CLOCK_MONOTONIC), for rates and timeouts.
-public func monotonicSeconds() -> Double { SystemClock.monotonicSeconds() }
+package func monotonicSeconds() -> Double { SystemClock.monotonicSeconds() }

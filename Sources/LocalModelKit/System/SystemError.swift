@@ -14,13 +14,13 @@ public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { message }
 
     /// A failure of the call `what` ("open /x/records.sqlite3"), with `strerror`'s words.
-    public init(errno: Int32, _ what: String) {
+    package init(errno: Int32, _ what: String) {
         self.errno = errno
         self.message = "\(what): \(String(cString: strerror(errno)))"
     }
 
     /// A failure described in full by `message`.
-    public init(message: String, errno: Int32 = 0) {
+    package init(message: String, errno: Int32 = 0) {
         self.errno = errno
         self.message = message
     }
@@ -54,11 +54,11 @@ extension SystemError {
 
     /// The same failure, said as a failed attempt to do `what` ("open lock file /x: Permission
     /// denied"), for a caller that knows better what was being done.
-    public func attempting(_ what: String) -> SystemError { SystemError(errno: errno, what) }
+    package func attempting(_ what: String) -> SystemError { SystemError(errno: errno, what) }
 
     /// A failure that says `message` and means "not a folder" (`ENOTDIR`).
-    public static func notAFolder(_ message: String) -> SystemError { SystemError(message: message, errno: ENOTDIR) }
+    package static func notAFolder(_ message: String) -> SystemError { SystemError(message: message, errno: ENOTDIR) }
 
     /// A failure that says `message` and means "out of memory" (`ENOMEM`).
-    public static func outOfMemory(_ message: String) -> SystemError { SystemError(message: message, errno: ENOMEM) }
+    package static func outOfMemory(_ message: String) -> SystemError { SystemError(message: message, errno: ENOMEM) }
 }

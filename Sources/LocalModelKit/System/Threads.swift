@@ -6,18 +6,18 @@ import Darwin
 import CSystem
 
 /// Threads of this process: starting one, a lock with a condition to wait on, sleeping.
-public enum Threads {
+package enum Threads {
     /// A pthread mutex with a condition variable: for the few places that wait for another
     /// thread (the hash worker's queue) or must be visible to ThreadSanitizer (the
     /// cancellation flag). POSIX, so it lives here.
-    public final class Lock: @unchecked Sendable {
+    package final class Lock: @unchecked Sendable {
         // @unchecked: the mutex and condition are only touched through pthread calls, which
         // are made for exactly this.
         private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
         /// A new, unlocked mutex and its condition.
-        public init() {
+        package init() {
             pthread_mutex_init(mutex, nil)
             pthread_cond_init(condition, nil)
         }
@@ -30,23 +30,23 @@ public enum Threads {
         }
 
         /// Takes the mutex, waiting for it.
-        public func lock() { pthread_mutex_lock(mutex) }
+        package func lock() { pthread_mutex_lock(mutex) }
         /// Releases the mutex.
-        public func unlock() { pthread_mutex_unlock(mutex) }
+        package func unlock() { pthread_mutex_unlock(mutex) }
 
         /// Runs `body` holding the lock.
-        public func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        package func withLock<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
             lock()
             defer { unlock() }
             return try body()
         }
 
         /// Waits for a `broadcast`; call it holding the lock, in a loop over the condition.
-        public func wait() { pthread_cond_wait(condition, mutex) }
+        package func wait() { pthread_cond_wait(condition, mutex) }
 
         /// `wait`, for at most `seconds` (realtime clock); returns on a broadcast, the time
         /// running out, or a spurious wake-up: callers loop over their condition.
-        public func wait(seconds: Double) {
+        package func wait(seconds: Double) {
             var now = timespec()
             clock_gettime(CLOCK_REALTIME, &now)
             let seconds = min(max(seconds, 0), 3600)
@@ -59,7 +59,7 @@ public enum Threads {
         }
 
         /// Wakes every thread in ``wait()``; call it holding the lock, after changing the condition.
-        public func broadcast() { pthread_cond_broadcast(condition) }
+        package func broadcast() { pthread_cond_broadcast(condition) }
     }
 
     /// Runs `body` on a thread of its own (a download's blocking transfer, the hash worker).
@@ -67,7 +67,7 @@ public enum Threads {
     ///   - name: the thread's name, as `top -H` and a debugger show it.
     ///   - stackSize: bytes of stack; the transfer's callbacks need little.
     ///   - body: the work; the thread ends when it returns.
-    public static func start(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void) {
+    package static func start(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void) {
         if !tryStart(name: name, stackSize: stackSize, body) {
             // No thread: run it here rather than never (a process at its thread limit).
             body()
@@ -116,7 +116,7 @@ public enum Threads {
     }
 
     /// Sleeps this thread for `microseconds`.
-    public static func sleep(microseconds: UInt32) { _ = usleep(microseconds) }
+    package static func sleep(microseconds: UInt32) { _ = usleep(microseconds) }
 
     /// Waits forever (a test hook's hold, ended by `kill -9`).
     static func sleepForever() -> Never {
@@ -131,16 +131,16 @@ private func posixSleep(_ seconds: UInt32) -> UInt32 { sleep(seconds) }
 /// A value behind a pthread mutex: what `Synchronization.Mutex` does, in a form
 /// ThreadSanitizer understands (on Linux `Mutex` is a futex the sanitizer cannot see, so
 /// every access under it would be reported as a race). The engine's lock for shared state.
-public final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     // @unchecked: `value` is only touched while `lock` is held.
     private let lock = Threads.Lock()
     private var value: Value
 
     /// Guards `value`.
-    public init(_ value: Value) { self.value = value }
+    package init(_ value: Value) { self.value = value }
 
     /// Runs `body` with the value, holding the lock.
-    public func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
+    package func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
         try lock.withLock { () throws(E) -> T in try body(&value) }
     }
 }

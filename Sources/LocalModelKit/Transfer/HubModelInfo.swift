@@ -2,32 +2,32 @@
 // the Hub's model-information API says it holds at a revision (`HubRepositoryFiles`).
 
 /// A repository and the revision asked for: `org/repo` at `main`.
-public struct HubReference: Sendable, Equatable, CustomStringConvertible {
+package struct HubReference: Sendable, Equatable, CustomStringConvertible {
     /// The owner: a user or an organisation (`ORG`).
-    public var organization: String
+    package var organization: String
     /// The repository's name (`REPO`).
-    public var name: String
+    package var name: String
     /// A branch, a tag or a commit; `main` when none was named.
-    public var revision: String
+    package var revision: String
 
     /// `organization/name` at `revision`.
-    public init(organization: String, name: String, revision: String = "main") {
+    package init(organization: String, name: String, revision: String = "main") {
         self.organization = organization
         self.name = name
         self.revision = revision
     }
 
     /// `ORG/REPO`.
-    public var repository: String { organization + "/" + name }
+    package var repository: String { organization + "/" + name }
 
     /// `ORG/REPO@REV`.
-    public var description: String { repository + "@" + revision }
+    package var description: String { repository + "@" + revision }
 
     /// The forms a person writes: `hf://ORG/REPO[@REV]`, `ORG/REPO[@REV]`, or the page's
     /// address `https://huggingface.co/ORG/REPO[/tree/REV]` (or the same under `endpoint`,
     /// a Hub mirror's URL). REV defaults to `main`.
     /// - Throws: `invalidAddRequest` saying what is wrong and which forms are understood.
-    public static func parse(_ text: String, endpoint: String? = nil) throws(LocalModelError) -> HubReference {
+    package static func parse(_ text: String, endpoint: String? = nil) throws(LocalModelError) -> HubReference {
         func refuse(_ problem: String) -> LocalModelError {
             .invalidAddRequest(what: "'\(text.prefix(200))'",
                                problem: "\(problem); name a Hub repository as ORG/REPO, ORG/REPO@REV, hf://ORG/REPO[@REV] or https://huggingface.co/ORG/REPO[/tree/REV]")
@@ -101,12 +101,12 @@ public struct HubReference: Sendable, Equatable, CustomStringConvertible {
     /// The model-information API for this revision, with every file's size and LFS hash:
     /// `ENDPOINT/api/models/ORG/REPO/revision/REV?blobs=true` (REV percent-encoded whole, a
     /// `/` in a branch name included, as the Hub client sends it).
-    public func modelInfoURL(endpoint: String) -> String {
+    package func modelInfoURL(endpoint: String) -> String {
         endpoint + "/api/models/" + repository + "/revision/" + Self.encodeSegment(revision) + "?blobs=true"
     }
 
     /// `ENDPOINT/ORG/REPO/resolve/COMMIT/`: where a pinned commit's files are fetched.
-    public func resolveBase(endpoint: String, commit: String) -> String {
+    package func resolveBase(endpoint: String, commit: String) -> String {
         endpoint + "/" + repository + "/resolve/" + commit + "/"
     }
 
@@ -125,16 +125,16 @@ private extension String {
 }
 
 /// One file of a repository at a revision, as the Hub lists it.
-public struct HubFile: Sendable, Equatable {
+package struct HubFile: Sendable, Equatable {
     /// Its path in the repository (`rfilename`).
-    public var path: String
+    package var path: String
     /// Its size in bytes.
-    public var size: Int64
+    package var size: Int64
     /// The SHA-256 of a Git LFS file (`lfs.sha256`); nil for a file kept in Git itself.
-    public var lfsSHA256: String?
+    package var lfsSHA256: String?
 
     /// A file at `path` of `size` bytes, with its LFS SHA-256 when it has one.
-    public init(path: String, size: Int64, lfsSHA256: String?) {
+    package init(path: String, size: Int64, lfsSHA256: String?) {
         self.path = path
         self.size = size
         self.lfsSHA256 = lfsSHA256
@@ -143,14 +143,14 @@ public struct HubFile: Sendable, Equatable {
 
 /// What the Hub's model information says a revision holds: the commit it resolves to, and
 /// the files.
-public struct HubRepositoryFiles: Sendable, Equatable {
+package struct HubRepositoryFiles: Sendable, Equatable {
     /// The 40-hex commit (`sha`).
-    public var commit: String
+    package var commit: String
     /// Every file of the revision.
-    public var files: [HubFile]
+    package var files: [HubFile]
 
     /// A revision's commit and its files.
-    public init(commit: String, files: [HubFile]) {
+    package init(commit: String, files: [HubFile]) {
         self.commit = commit
         self.files = files
     }
