@@ -12,7 +12,7 @@ package struct CatalogLoader: Sendable {
     /// The newest catalog schema this build understands.
     package static let supportedSchemaVersion = 1
     /// Model ids that would collide with the store's own entries.
-    package static let reservedIds: Set<String> = ["voices", "records.sqlite3", "records.sqlite3-wal", "records.sqlite3-shm", UserCatalog.fileName]
+    package static let reservedIds: Set<String> = ["voices", "records.sqlite3", "records.sqlite3-wal", "records.sqlite3-shm", "user-catalog.json" /* UserCatalog.fileName */]
 
     /// A loader; it holds no state.
     package init() {}

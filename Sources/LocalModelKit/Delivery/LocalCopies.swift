@@ -105,7 +105,7 @@ package enum HuggingFaceCache {
     /// The repository and revision a per-file source's URL names, whatever its host:
     /// `https://host/ORG/REPO/resolve/REV/` → (`ORG/REPO`, `REV`). Nil for any other shape.
     package static func repository(ofBaseURL url: String) -> (repo: String, revision: String)? {
-        guard let path = LocalModelEngine.urlPath(of: url) else { return nil }
+        guard let path = ModelURL.path(of: url) else { return nil }
         let parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard parts.count >= 4, parts[2] == "resolve" else { return nil }
         let revision = parts[3...].joined(separator: "/")
@@ -286,4 +286,14 @@ struct LocalCopies {
     func bytes(of model: CatalogModel) -> Int64 {
         model.files.reduce(0) { $0 + (files[$1.path] == nil ? 0 : $1.size) }
     }
+}
+
+/// The files a download linked from the Hugging Face cache, before the transfer verified them.
+struct CacheAdoption {
+    var files: [String]
+    /// Those copied, not linked (another filesystem).
+    var copied: Set<String>
+    var place: LocalCopyPlace
+    /// `LocalCopies.foundIn`.
+    var foundIn: String
 }

@@ -110,16 +110,6 @@ extension DownloadRun {
     }
 }
 
-/// The files a download linked from the Hugging Face cache, before the transfer verified them.
-struct CacheAdoption {
-    var files: [String]
-    /// Those copied, not linked (another filesystem).
-    var copied: Set<String>
-    var place: LocalCopyPlace
-    /// `LocalCopies.foundIn`.
-    var foundIn: String
-}
-
 extension LocalModelEngine {
     /// What the Hugging Face cache holds of `model`, for a download to link before it
     /// fetches; nil when downloads do not look there (`EXTENTOS_NO_HF_CACHE=1`, no cache

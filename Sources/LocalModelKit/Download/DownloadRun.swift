@@ -195,3 +195,8 @@ final class DownloadRun {
         onEvent(.progress(bytes: total, total: total, fraction: 1.0, bytesPerSecond: max(0, average)))
     }
 }
+
+/// A delivery sees the download through `DeliveryRun` alone.
+extension DownloadRun: DeliveryRun {
+    var savedValidators: [String: FileRecord] { recorder.prior.validators }
+}

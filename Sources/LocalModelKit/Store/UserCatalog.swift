@@ -63,29 +63,7 @@ package enum UserCatalog {
         return .object(fields)
     }
 
-    /// The id `add` gives a repository when none is asked for: `hf-ORG-REPO`, lowercased,
-    /// every character outside `[a-z0-9._-]` written as `-`.
-    package static func defaultId(for reference: HubReference) -> String {
-        var id = ""
-        for scalar in ("hf-" + reference.organization + "-" + reference.name).unicodeScalars {
-            let v = scalar.value
-            switch v {
-            case 0x41...0x5A: id.unicodeScalars.append(Unicode.Scalar(v + 0x20) ?? "-")
-            case 0x61...0x7A, 0x30...0x39, 0x2E, 0x5F, 0x2D: id.unicodeScalars.append(scalar)
-            default: id += "-"
-            }
-        }
-        return id
-    }
-
     /// The longest id: what a catalog's loader accepts.
     package static let maxIdLength = 64
 }
 
-/// Where a catalog model comes from.
-public enum ModelOrigin: String, Sendable, Hashable {
-    /// The signed catalog in use, or the built-in one.
-    case catalog
-    /// The store's own catalog: a model a user added (`UserCatalog`).
-    case user
-}

@@ -1,13 +1,6 @@
 // Credentials: which one a source asks for, where each is found (never what it is), and
 // which request may carry it. README, "Where models come from", states the rules.
 
-/// The credential a catalog source asks for (`"auth"` on a source in the catalog).
-package enum SourceAuth: String, Sendable, CaseIterable {
-    /// A Hugging Face access token (`HuggingFaceToken`), sent as `Authorization: Bearer` to
-    /// the source's own scheme, host and port only.
-    case huggingface
-}
-
 /// A value that never shows itself: not in `description`, not in a debugger's reflection,
 /// not in an interpolated error. Only the transfer reads it, to build a request header.
 package struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
