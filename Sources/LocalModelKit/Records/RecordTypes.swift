@@ -155,7 +155,7 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .corrupt(path, detail):
-            return "records database \(path) is damaged or not a database (\(detail)); it is left as it is. Move it aside with its -wal/-shm files (nothing is deleted): \(RecordsRecovery.moveAsideCommand(recordsPath: path)) — then run 'glasses-local doctor': it starts new records (install records and history are lost) and says which models on disk are re-verified and which are fetched again."
+            return "records database \(path) is damaged or not a database (\(detail)); it is left as it is. Move it aside with its -wal/-shm files (nothing is deleted): \(Self.moveAsideCommand(recordsPath: path)) — then run 'glasses-local doctor': it starts new records (install records and history are lost) and says which models on disk are re-verified and which are fetched again."
         case let .aborted(path, reason):
             return "a change to the records database \(path) was abandoned (\(reason)); nothing of it was written."
         case let .unavailable(path, detail):
