@@ -1,5 +1,6 @@
 import Foundation
 import GlassesTestSupport
+import LocalModelKit
 import Testing
 
 /// LocalModelKit's folders depend one way (docs/ARCHITECTURE.md, "Folders and their
@@ -164,6 +165,13 @@ struct FolderLayerTests {
         #expect(unknown.isEmpty, "folders without a layer (give them one here and in docs/ARCHITECTURE.md): \(unknown.sorted())")
         let found = Self.violations(in: files)
         #expect(found.isEmpty, "uses against the layers (docs/ARCHITECTURE.md, \"Folders and their layers\"):\n\(found.joined(separator: "\n"))")
+    }
+
+    /// The catalog loader (layer 2) cannot name `UserCatalog` (Store/, layer 4), so it spells
+    /// the file's name; a rename there must not let a model take it as its id.
+    @Test("the ids the catalog reserves name the user catalog's file")
+    func reservedIdsNameTheUserCatalog() {
+        #expect(CatalogLoader.reservedIds.contains(UserCatalog.fileName))
     }
 
     @Test("the check sees a use against the layers, in an interpolation too, and not a name in a comment or a string")
