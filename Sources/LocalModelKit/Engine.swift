@@ -219,7 +219,7 @@ public final class LocalModelEngine: Sendable {
     /// What to tell a person about the store's own catalog: that it could not be used (named
     /// with its path), and each added model whose id the catalog in use also has (that
     /// catalog's model is the one used). Empty when all is well.
-    package var userCatalogWarnings: [String] {
+    public var userCatalogWarnings: [String] {
         let (models, problem) = userCatalog.withLock { $0 }
         var out = problem.map { [$0] } ?? []
         for model in models where givenCatalog.model(id: model.id) != nil {

@@ -1,22 +1,22 @@
 import FoundationEssentials
 
 /// What `add` is asked to do.
-package struct HubAddRequest: Sendable, Equatable {
+public struct HubAddRequest: Sendable, Equatable {
     /// The repository and the revision to pin.
-    package var reference: HubReference
+    public var reference: HubReference
     /// The catalog id; nil for `UserCatalog.defaultId(for:)` (`hf-ORG-REPO`).
-    package var id: String?
+    public var id: String?
     /// The name `list` shows; nil for `ORG/REPO`.
-    package var displayName: String?
+    public var displayName: String?
     /// Which of the repository's files the entry takes.
-    package var selection: HubFileSelection
+    public var selection: HubFileSelection
     /// Whether `autoChoice` may pick it (false unless asked).
-    package var autoEligible: Bool
+    public var autoEligible: Bool
     /// Replace an entry added before under the same id.
-    package var force: Bool
+    public var force: Bool
 
     /// A request; only `reference` is needed, the rest has the defaults `add` documents.
-    package init(reference: HubReference, id: String? = nil, displayName: String? = nil,
+    public init(reference: HubReference, id: String? = nil, displayName: String? = nil,
                 selection: HubFileSelection = HubFileSelection(), autoEligible: Bool = false, force: Bool = false) {
         self.reference = reference
         self.id = id
@@ -28,9 +28,9 @@ package struct HubAddRequest: Sendable, Equatable {
 }
 
 /// One file of the entry `add` wrote, and where its SHA-256 came from.
-package struct AddedFile: Sendable, Equatable {
+public struct AddedFile: Sendable, Equatable {
     /// Where a file's SHA-256 came from.
-    package enum HashSource: String, Sendable {
+    public enum HashSource: String, Sendable {
         /// The Hub's `lfs.sha256` (or, read from the cache, the LFS blob's name).
         case lfs
         /// Fetched (or read from the cache) and hashed by `add`.
@@ -40,62 +40,62 @@ package struct AddedFile: Sendable, Equatable {
         case sizeOnly
     }
     /// Its path in the repository and in the install folder.
-    package var path: String
+    public var path: String
     /// Its size in bytes, as the Hub lists it.
-    package var size: Int64
+    public var size: Int64
     /// Its SHA-256, when one is known (`hashSource`).
-    package var sha256: String?
+    public var sha256: String?
     /// Where `sha256` came from.
-    package var hashSource: HashSource
+    public var hashSource: HashSource
 }
 
 /// A file of the repository `add` left out, and why.
-package struct SkippedFile: Sendable, Equatable {
+public struct SkippedFile: Sendable, Equatable {
     /// Its path in the repository.
-    package var path: String
+    public var path: String
     /// Why it was left out (a never-taken kind, an `--exclude` glob, …).
-    package var reason: String
+    public var reason: String
 
     /// A skipped file and the reason.
-    package init(path: String, reason: String) {
+    public init(path: String, reason: String) {
         self.path = path
         self.reason = reason
     }
 }
 
 /// What `add` did.
-package struct HubAddResult: Sendable, Equatable {
+public struct HubAddResult: Sendable, Equatable {
     /// The entry written to the store's catalog (`origin == .user`).
-    package var model: CatalogModel
+    public var model: CatalogModel
     /// The repository and the revision asked for.
-    package var reference: HubReference
+    public var reference: HubReference
     /// The commit the revision was pinned to.
-    package var commit: String
+    public var commit: String
     /// The memory estimate behind the entry's `requiredMb`.
-    package var estimate: MemoryEstimate
+    public var estimate: MemoryEstimate
     /// The files the entry lists.
-    package var files: [AddedFile]
+    public var files: [AddedFile]
     /// The repository's files left out, and why.
-    package var skipped: [SkippedFile]
+    public var skipped: [SkippedFile]
     /// The safetensors files whose headers were read.
-    package var safetensors: [String]
+    public var safetensors: [String]
     /// An entry of the same id was replaced (`force`).
-    package var replaced: Bool
+    public var replaced: Bool
     /// `STORE/user-catalog.json`.
-    package var userCatalogPath: String
+    public var userCatalogPath: String
     /// Where the repository was read: the Hub's URL, or the snapshot folder in the Hugging
     /// Face cache (offline).
-    package var readFrom: String
+    public var readFrom: String
     /// The repository was read from the Hugging Face cache, with no connection (offline).
-    package var fromCache: Bool
+    public var fromCache: Bool
 }
 
 /// What `removeUserModel` did.
-package struct UserModelRemoval: Sendable, Equatable {
+public struct UserModelRemoval: Sendable, Equatable {
     /// The id of the entry removed from the store's catalog.
-    package var modelId: String
+    public var modelId: String
     /// Its installed files, partial data and record (`delete`).
-    package var deleted: DeleteResult
+    public var deleted: DeleteResult
 }
 
 extension LocalModelEngine {
@@ -124,7 +124,7 @@ extension LocalModelEngine {
     /// - Throws: `LocalModelError`: `invalidAddRequest`, `idTaken`, `hubRepositoryNotFound`,
     ///   `authRequired`, `noSafetensors`, `modelFileInvalid`, `hubAnswerInvalid`,
     ///   `hubOffline`, `temporary`, `cancelled`, …
-    package func addHubModel(_ request: HubAddRequest, options: DownloadOptions = DownloadOptions(),
+    public func addHubModel(_ request: HubAddRequest, options: DownloadOptions = DownloadOptions(),
                             cancellation: CancellationFlag = CancellationFlag()) throws(LocalModelError) -> HubAddResult {
         let ref = request.reference
         // A store's catalog that cannot be read is never replaced: said before any request.
@@ -365,7 +365,7 @@ extension LocalModelEngine {
     /// of it runs), then its entry in `STORE/user-catalog.json`.
     /// - Throws: `notUserModel` for a model of the catalog in use or the built-in one,
     ///   `unknownModel` for an id neither has, `busy`, …
-    package func removeUserModel(id: String) throws(LocalModelError) -> UserModelRemoval {
+    public func removeUserModel(id: String) throws(LocalModelError) -> UserModelRemoval {
         guard userCatalog.withLock({ $0.models.contains { $0.id == id } }) else {
             if givenCatalog(has: id) || CatalogLoader().bundled().model(id: id) != nil { throw .notUserModel(id: id) }
             throw .unknownModel(id)
@@ -383,7 +383,7 @@ extension LocalModelEngine {
     }
 
     /// The models added to this store (`origin == .user`), as the store's catalog holds them.
-    package var userModels: [CatalogModel] { userCatalog.withLock { $0.models } }
+    public var userModels: [CatalogModel] { userCatalog.withLock { $0.models } }
 }
 
 extension UserCatalog {

@@ -5,24 +5,24 @@
 /// wins. Globs are the Hub client's (`fnmatch`, as its `allow_patterns` and
 /// `ignore_patterns`): matched against the whole path, `*` crossing `/`, a pattern ending
 /// with `/` meaning everything under that folder.
-package struct HubFileSelection: Sendable, Equatable {
+public struct HubFileSelection: Sendable, Equatable {
     /// Globs of files to take beside the defaults (`--include`), even of kinds never taken otherwise.
-    package var include: [String]
+    public var include: [String]
     /// Globs of files to leave out (`--exclude`); they win over everything.
-    package var exclude: [String]
+    public var exclude: [String]
 
     /// What is taken when no glob says otherwise.
-    package static let defaults = ["*.safetensors", "*.json", "tokenizer.model", "*.txt", "*.tiktoken", "*.jinja"]
+    public static let defaults = ["*.safetensors", "*.json", "tokenizer.model", "*.txt", "*.tiktoken", "*.jinja"]
 
     /// The defaults alone: no glob given.
-    package init() {
+    public init() {
         include = []
         exclude = []
     }
 
     /// - Throws: `invalidAddRequest` for an empty glob, one over 256 bytes, or one with a
     ///   control character.
-    package init(include: [String] = [], exclude: [String] = []) throws(LocalModelError) {
+    public init(include: [String] = [], exclude: [String] = []) throws(LocalModelError) {
         for (option, globs) in [("--include", include), ("--exclude", exclude)] {
             for glob in globs {
                 if glob.isEmpty || glob.utf8.count > 256 || CatalogValidator.hasControlByte(glob) {
@@ -36,7 +36,7 @@ package struct HubFileSelection: Sendable, Equatable {
     }
 
     /// Whether `path` is taken, and why not when it is not.
-    package func decide(_ path: String) -> (taken: Bool, reason: String?) {
+    public func decide(_ path: String) -> (taken: Bool, reason: String?) {
         if let glob = exclude.first(where: { Glob.matches($0, path) }) { return (false, "--exclude \(glob)") }
         if include.contains(where: { Glob.matches($0, path) }) { return (true, nil) }
         if let reason = Self.neverTaken(path) { return (false, reason) }

@@ -2,32 +2,32 @@
 // the Hub's model-information API says it holds at a revision (`HubRepositoryFiles`).
 
 /// A repository and the revision asked for: `org/repo` at `main`.
-package struct HubReference: Sendable, Equatable, CustomStringConvertible {
+public struct HubReference: Sendable, Equatable, CustomStringConvertible {
     /// The owner: a user or an organisation (`ORG`).
-    package var organization: String
+    public var organization: String
     /// The repository's name (`REPO`).
-    package var name: String
+    public var name: String
     /// A branch, a tag or a commit; `main` when none was named.
-    package var revision: String
+    public var revision: String
 
     /// `organization/name` at `revision`.
-    package init(organization: String, name: String, revision: String = "main") {
+    public init(organization: String, name: String, revision: String = "main") {
         self.organization = organization
         self.name = name
         self.revision = revision
     }
 
     /// `ORG/REPO`.
-    package var repository: String { organization + "/" + name }
+    public var repository: String { organization + "/" + name }
 
     /// `ORG/REPO@REV`.
-    package var description: String { repository + "@" + revision }
+    public var description: String { repository + "@" + revision }
 
     /// The forms a person writes: `hf://ORG/REPO[@REV]`, `ORG/REPO[@REV]`, or the page's
     /// address `https://huggingface.co/ORG/REPO[/tree/REV]` (or the same under `endpoint`,
     /// a Hub mirror's URL). REV defaults to `main`.
     /// - Throws: `invalidAddRequest` saying what is wrong and which forms are understood.
-    package static func parse(_ text: String, endpoint: String? = nil) throws(LocalModelError) -> HubReference {
+    public static func parse(_ text: String, endpoint: String? = nil) throws(LocalModelError) -> HubReference {
         func refuse(_ problem: String) -> LocalModelError {
             .invalidAddRequest(what: "'\(text.prefix(200))'",
                                problem: "\(problem); name a Hub repository as ORG/REPO, ORG/REPO@REV, hf://ORG/REPO[@REV] or https://huggingface.co/ORG/REPO[/tree/REV]")
@@ -101,12 +101,12 @@ package struct HubReference: Sendable, Equatable, CustomStringConvertible {
     /// The model-information API for this revision, with every file's size and LFS hash:
     /// `ENDPOINT/api/models/ORG/REPO/revision/REV?blobs=true` (REV percent-encoded whole, a
     /// `/` in a branch name included, as the Hub client sends it).
-    package func modelInfoURL(endpoint: String) -> String {
+    public func modelInfoURL(endpoint: String) -> String {
         endpoint + "/api/models/" + repository + "/revision/" + Self.encodeSegment(revision) + "?blobs=true"
     }
 
     /// `ENDPOINT/ORG/REPO/resolve/COMMIT/`: where a pinned commit's files are fetched.
-    package func resolveBase(endpoint: String, commit: String) -> String {
+    public func resolveBase(endpoint: String, commit: String) -> String {
         endpoint + "/" + repository + "/resolve/" + commit + "/"
     }
 

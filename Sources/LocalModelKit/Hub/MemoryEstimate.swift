@@ -7,24 +7,24 @@
 ///     KV = 2 × num_hidden_layers × num_key_value_heads × head_dim × 4,096 tokens × 2 bytes
 ///
 /// computed exactly in whole numbers (weights × 6/5, never a rounded double).
-package struct MemoryEstimate: Sendable, Equatable {
+public struct MemoryEstimate: Sendable, Equatable {
     /// The bytes of every tensor of the safetensors files (their headers' sum).
-    package var weightsBytes: Int64
+    public var weightsBytes: Int64
     /// The KV-cache allowance; 0 when config.json does not give the shape (`kvCacheNote`).
-    package var kvCacheBytes: Int64
+    public var kvCacheBytes: Int64
     /// The shape it was computed from.
-    package var kvCache: KVCacheShape?
+    public var kvCache: KVCacheShape?
     /// Why there is no KV-cache allowance, when there is none.
-    package var kvCacheNote: String?
+    public var kvCacheNote: String?
     /// The catalog's `requiredMb`: MiB, rounded up.
-    package var requiredMb: Int
+    public var requiredMb: Int
 
     /// The context the KV cache is sized for.
-    package static let contextTokens: Int64 = 4096
+    public static let contextTokens: Int64 = 4096
     /// fp16/bf16 keys and values.
-    package static let bytesPerValue: Int64 = 2
+    public static let bytesPerValue: Int64 = 2
     /// What the runtime itself takes, beside the model.
-    package static let overheadMb = 100
+    public static let overheadMb = 100
 
     /// The estimate of `weightsBytes` of weights and the KV cache of `kvCache` (none: no
     /// allowance, `kvCacheNote` says why). Throws when a number leaves 64 bits.
@@ -44,7 +44,7 @@ package struct MemoryEstimate: Sendable, Equatable {
 
     /// `ceil((weights × 1.2 + kv) / 2^20) + 100`, exactly: `ceil((6 × weights + 5 × kv) / (5 × 2^20))
     /// + 100`. Nil when a value is negative or the sum leaves 64 bits.
-    package static func requiredMb(weightsBytes: Int64, kvCacheBytes: Int64) -> Int? {
+    public static func requiredMb(weightsBytes: Int64, kvCacheBytes: Int64) -> Int? {
         guard weightsBytes >= 0, kvCacheBytes >= 0 else { return nil }
         let (w6, o1) = weightsBytes.multipliedReportingOverflow(by: 6)
         let (k5, o2) = kvCacheBytes.multipliedReportingOverflow(by: 5)
@@ -60,19 +60,19 @@ package struct MemoryEstimate: Sendable, Equatable {
 package struct EstimateOverflow: Error, Sendable, Equatable {}
 
 /// The shape of a model's KV cache, from its config.json.
-package struct KVCacheShape: Sendable, Equatable {
+public struct KVCacheShape: Sendable, Equatable {
     /// `num_hidden_layers`.
-    package var layers: Int64
+    public var layers: Int64
     /// `num_key_value_heads`, else `num_attention_heads`.
-    package var kvHeads: Int64
+    public var kvHeads: Int64
     /// `head_dim`, else `hidden_size / num_attention_heads` (rounded up).
-    package var headDim: Int64
+    public var headDim: Int64
     /// Where the numbers were found: `config.json`, or its `text_config` (a model that
     /// also sees images keeps its language model's numbers there).
-    package var from: String
+    public var from: String
 
     /// A cache of `layers` layers of `kvHeads` heads of `headDim` values each.
-    package init(layers: Int64, kvHeads: Int64, headDim: Int64, from: String = "config.json") {
+    public init(layers: Int64, kvHeads: Int64, headDim: Int64, from: String = "config.json") {
         self.layers = layers
         self.kvHeads = kvHeads
         self.headDim = headDim
@@ -81,7 +81,7 @@ package struct KVCacheShape: Sendable, Equatable {
 
     /// 2 (keys and values) × layers × KV heads × head dim × 4,096 tokens × 2 bytes; nil on
     /// overflow.
-    package var bytes: Int64? {
+    public var bytes: Int64? {
         var total: Int64 = 2
         for factor in [layers, kvHeads, headDim, MemoryEstimate.contextTokens, MemoryEstimate.bytesPerValue] {
             let (product, overflow) = total.multipliedReportingOverflow(by: factor)
