@@ -1,4 +1,4 @@
-// The Hub client's conventions that glasses-local honours (README, "Where models come
+// The Hub client's conventions that glasses-local honours (docs/models.md, "Where models come
 // from"): HF_ENDPOINT, TRANSFORMERS_OFFLINE, its path expansion, its stored logins, and a
 // token file or token that cannot be used. The rules are checked against Python itself
 // (os.path, configparser: what huggingface_hub calls), the transfers against

@@ -1,5 +1,5 @@
 // Credentials: which one a source asks for, where each is found (never what it is), and
-// which request may carry it. README, "Where models come from", states the rules.
+// which request may carry it. docs/models.md states the rules.
 
 /// The credential a catalog source asks for (`"auth"` on a source in the catalog).
 public enum SourceAuth: String, Sendable, CaseIterable {
