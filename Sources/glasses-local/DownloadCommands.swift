@@ -175,7 +175,6 @@ final class ProgressPrinter {
 }
 
 enum TransferCommands {
-    /// The commands that change the store, as values (name, help, options, run).
     /// `verify`'s options.
     struct VerifyOptions: OptionGroup {
         let repair = Flag("--repair", help: "Fetch the bad files again.")
@@ -183,6 +182,7 @@ enum TransferCommands {
     }
     static let verifyOptions = VerifyOptions()
 
+    /// The commands that change the store, as values (name, help, options, run).
     static let commands: [Command] = [
         Command("download", abstract: "Download, verify and install models (resumable; Ctrl-C keeps the partial data).",
                 discussion: "Every byte is checked against the catalog's SHA-256 while it streams; the model is installed with one rename and one records transaction. An interrupted download resumes at the byte where it stopped.",
