@@ -4,21 +4,25 @@ import LocalModelKit
 /// with its memory need known before a byte of its weights moves. One file over the
 /// engine's `addHubModel`.
 enum AddCommand {
+    /// What to add, and under which id.
+    struct Options: OptionGroup {
+        let id = Option("--id", value: "ID", help: "The model id (default: hf-ORG-REPO, lowercased, other characters as '-').", .text)
+        let name = Option("--name", value: "NAME", help: "The name 'list' shows (default: ORG/REPO).", .text)
+        let include = Option("--include", value: "GLOB", help: "Also take the files this glob matches (fnmatch, whole path; may be repeated).", .text, repeatable: true)
+        let exclude = Option("--exclude", value: "GLOB", help: "Leave out the files this glob matches (wins over every other rule; may be repeated).", .text, repeatable: true)
+        let autoEligible = Flag("--auto-eligible", help: "Let 'auto' choose it.")
+        let force = Flag("--force", help: "Replace a model added before under the same id.")
+    }
+    static let options = Options()
+
     static let command = Command(
-        spec: CommandSpec(
-            name: "add", abstract: "Add a Hugging Face Hub model to this store's catalog, its memory need estimated from its headers.",
-            discussion: "REF is ORG/REPO[@REV], hf://ORG/REPO[@REV] or https://huggingface.co/ORG/REPO[/tree/REV] (REV: a branch, tag or commit; default main), read from $HF_ENDPOINT when set. The revision is pinned to its commit by the Hub's model information (the Hugging Face token goes there as to any source marked \"auth\": \"huggingface\"). Taken by default: *.safetensors, *.json, tokenizer.model, *.txt, *.tiktoken, *.jinja; never a README, .gitattributes, images, *.bin, *.pt, *.gguf or *.onnx unless --include names them. Each safetensors header is read with two range requests (no weights are downloaded); requiredMb = ceil((weights x 1.2 + KV cache of 4,096 tokens from config.json) / 1 MiB) + 100. The entry goes into STORE/user-catalog.json (id hf-ORG-REPO unless --id), beside the signed catalog, whose ids it may not take. With --offline (or HF_HUB_OFFLINE=1) the repository is read from a complete snapshot in the Hugging Face cache. Nothing is written unless it succeeds. Exits 1 when the repository has no safetensors weights, 5 when the Hub does not have it, 77 when it needs a token.",
-            arguments: [("<ref>", "The repository: ORG/REPO[@REV], hf://ORG/REPO[@REV] or https://huggingface.co/ORG/REPO[/tree/REV].")],
-            positional: 1...1,
-            options: [
-                OptionSpec(name: "--id", valueName: "ID", help: "The model id (default: hf-ORG-REPO, lowercased, other characters as '-')."),
-                OptionSpec(name: "--name", valueName: "NAME", help: "The name 'list' shows (default: ORG/REPO)."),
-                OptionSpec(name: "--include", valueName: "GLOB", help: "Also take the files this glob matches (fnmatch, whole path; may be repeated)."),
-                OptionSpec(name: "--exclude", valueName: "GLOB", help: "Leave out the files this glob matches (wins over every other rule; may be repeated)."),
-                OptionSpec(name: "--auto-eligible", valueName: nil, help: "Let 'auto' choose it."),
-                OptionSpec(name: "--force", valueName: nil, help: "Replace a model added before under the same id."),
-            ],
-            usage: "glasses-local add <ref> [--id ID] [--name NAME] [--include GLOB]... [--exclude GLOB]... [--auto-eligible] [--force]"),
+        "add", abstract: "Add a Hugging Face Hub model to this store's catalog, its memory need estimated from its headers.",
+        discussion: "REF is ORG/REPO[@REV], hf://ORG/REPO[@REV] or https://huggingface.co/ORG/REPO[/tree/REV] (REV: a branch, tag or commit; default main), read from $HF_ENDPOINT when set. The revision is pinned to its commit by the Hub's model information (the Hugging Face token goes there as to any source marked \"auth\": \"huggingface\"). Taken by default: *.safetensors, *.json, tokenizer.model, *.txt, *.tiktoken, *.jinja; never a README, .gitattributes, images, *.bin, *.pt, *.gguf or *.onnx unless --include names them. Each safetensors header is read with two range requests (no weights are downloaded); requiredMb = ceil((weights x 1.2 + KV cache of 4,096 tokens from config.json) / 1 MiB) + 100. The entry goes into STORE/user-catalog.json (id hf-ORG-REPO unless --id), beside the signed catalog, whose ids it may not take. With --offline (or HF_HUB_OFFLINE=1) the repository is read from a complete snapshot in the Hugging Face cache. Nothing is written unless it succeeds.",
+        arguments: [Argument("ref", "The repository: ORG/REPO[@REV], hf://ORG/REPO[@REV] or https://huggingface.co/ORG/REPO[/tree/REV].")],
+        options: options,
+        exits: [ExitCase(.failure, "The repository has no safetensors weights."),
+                ExitCase(.unknownModel, "The Hub does not have it."),
+                ExitCase(.authRequired, "It needs a token.")],
         run: run)
 
     static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {
@@ -26,14 +30,14 @@ enum AddCommand {
         // Nothing is opened (nor written) before the entry is: a failed add leaves the store as it was.
         let engine = try context.engine(openExisting: false)
         var policy = try context.setup().transferPolicy()
-        if let text = inv.value("--stall-timeout"), let s = Double(text) { policy.stallTimeout = s }
+        if let s = inv[GlobalOptions.shared.stallTimeout] { policy.stallTimeout = s }
         let interrupt = InterruptHandler()
         let result: HubAddResult
         do {
             let reference = try HubReference.parse(inv.positional[0], endpoint: policy.hubEndpoint?.url)
-            let selection = try HubFileSelection(include: inv.values("--include"), exclude: inv.values("--exclude"))
-            let request = HubAddRequest(reference: reference, id: inv.value("--id"), displayName: inv.value("--name"),
-                                        selection: selection, autoEligible: inv.flag("--auto-eligible"), force: inv.flag("--force"))
+            let selection = try HubFileSelection(include: inv.all(options.include), exclude: inv.all(options.exclude))
+            let request = HubAddRequest(reference: reference, id: inv[options.id], displayName: inv[options.name],
+                                        selection: selection, autoEligible: inv[options.autoEligible], force: inv[options.force])
             result = try engine.addHubModel(request, options: DownloadOptions(policy: policy), cancellation: interrupt.flag)
         } catch {
             var cli = CLIError(error)

@@ -1,5 +1,7 @@
-// Hand-written argument parsing: global options anywhere on the line, a command
-// (optionally with a subcommand), its own options and positional arguments.
+// Argument parsing: global options anywhere on the line, a command (optionally with a
+// subcommand), its own options and positional arguments. Every option is looked up in the
+// declarations of the command it is given to (Options.swift) and its value is parsed and
+// checked there before the command runs: a command reads typed values, never strings.
 
 import LocalModelKit
 
@@ -27,33 +29,94 @@ struct CLIError: Error {
     }
 }
 
-/// One option a command accepts.
-struct OptionSpec {
-    var name: String          // "--store"
-    var valueName: String?    // "DIR"; nil for a flag
+/// One positional argument of a command.
+struct Argument: Sendable {
+    enum Arity: Sendable {
+        case one, optional
+        /// One or more.
+        case many
+        /// Zero or more.
+        case optionalMany
+    }
+
+    var name: String
     var help: String
+    var arity: Arity = .one
+    var completion: ValueCompletion = .none
+
+    init(_ name: String, _ help: String, _ arity: Arity = .one, completion: ValueCompletion = .none) {
+        self.name = name
+        self.help = help
+        self.arity = arity
+        self.completion = completion
+    }
+
+    /// `<id>`, `[<id>]`, `<id>...`, `[<id>...]`.
+    var label: String {
+        switch arity {
+        case .one: return "<\(name)>"
+        case .optional: return "[<\(name)>]"
+        case .many: return "<\(name)>..."
+        case .optionalMany: return "[<\(name)>...]"
+        }
+    }
 }
 
-/// One command (or `catalog validate` style subcommand).
-struct CommandSpec {
+/// One exit status a command may end with, and when: help, the man page and the reference
+/// list them under the command (the meaning of each status is the one table, `ExitStatus`).
+struct ExitCase: Sendable {
+    var status: ExitStatus
+    var when: String
+
+    init(_ status: ExitStatus, _ when: String) {
+        self.status = status
+        self.when = when
+    }
+}
+
+/// A command's declaration: its name, help, arguments, options and exit statuses.
+struct CommandSpec: Sendable {
     var name: String                       // "fit" or "catalog validate"
     var abstract: String
     var discussion: String = ""
-    var arguments: [(name: String, help: String)] = []
-    /// How many positional arguments: `min...max`.
-    var positional: ClosedRange<Int> = 0...0
+    var arguments: [Argument] = []
     var options: [OptionSpec] = []
-    var usage: String                      // "glasses-local fit <id>"
+    var rules: [OptionRule] = []
+    var exits: [ExitCase] = []
     /// For a group (`catalog`): its subcommands' last words and abstracts.
     var subcommands: [String] = []
     var subcommandAbstracts: [String] = []
+
+    /// How many positional arguments: `min...max` (a repeated argument takes up to 64 in all).
+    var positional: ClosedRange<Int> {
+        let min = arguments.filter { $0.arity == .one || $0.arity == .many }.count
+        let repeated = arguments.contains { $0.arity == .many || $0.arity == .optionalMany }
+        return min...(repeated ? 64 : arguments.count)
+    }
+
+    /// `glasses-local fit <id>`, its options after the arguments.
+    var usage: String {
+        if !subcommands.isEmpty { return "glasses-local \(name) <subcommand>" }
+        return (["glasses-local", name] + arguments.map(\.label) + options.map(\.usage)).joined(separator: " ")
+    }
+
+    func option(named name: String) -> OptionSpec? { options.first { $0.name == name } }
 }
 
-/// One command as a value: its name, help and options, and what it runs. Each group's
-/// file holds its commands; `allCommands` lists them in help order.
+/// One command as a value: its declaration and what it runs. Each group's file holds its
+/// commands; `allCommands` lists them in help order.
 struct Command: Sendable {
     var spec: CommandSpec
     var run: @Sendable (CommandContext) throws(CLIError) -> ExitCode
+
+    /// - Parameter options: the command's `OptionGroup`; its declarations are the options.
+    init(_ name: String, abstract: String, discussion: String = "", arguments: [Argument] = [],
+         options: some OptionGroup = NoOptions(), exits: [ExitCase] = [],
+         run: @escaping @Sendable (CommandContext) throws(CLIError) -> ExitCode) {
+        spec = CommandSpec(name: name, abstract: abstract, discussion: discussion, arguments: arguments,
+                           options: options.specs, rules: options.allRules, exits: exits)
+        self.run = run
+    }
 }
 
 /// Every command, in the order help lists them.
@@ -62,33 +125,38 @@ let allCommands: [Command] = QueryCommands.commands + TransferCommands.commands
     + VoiceCommands.commands + [Doctor.command] + CatalogCommands.commands + CatalogSigningCommands.commands
     + [CatalogUpdateCommand.command, Completions.command, ManPageCommand.command]
 
-/// Options that every command accepts, before or after the command name.
-let globalOptions: [OptionSpec] = [
-    OptionSpec(name: "--store", valueName: "DIR", help: "The model store folder (default: $EXTENTOS_MODELS_DIR, else $XDG_DATA_HOME/extentos/models, else ~/.local/share/extentos/models)."),
-    OptionSpec(name: "--catalog", valueName: "FILE", help: "Use this catalog file instead of the built-in one."),
-    OptionSpec(name: "--mirror", valueName: "URL", help: "Replace the origin of every source URL (local mirrors, air-gapped installs); wins over HF_ENDPOINT."),
-    OptionSpec(name: "--json", valueName: nil, help: "Print one JSON document (JSON lines for downloads) instead of text."),
-    OptionSpec(name: "--quiet", valueName: nil, help: "Print only errors."),
-    OptionSpec(name: "--no-progress", valueName: nil, help: "Never draw a progress bar."),
-    OptionSpec(name: "--stall-timeout", valueName: "S", help: "Seconds under 1 KiB/s before a transfer is retried (default 30)."),
-    OptionSpec(name: "--offline", valueName: nil, help: "Open no network connection at all (as EXTENTOS_OFFLINE=1, HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1): commands that need one fail with code offline; prefetch ends with exit 0."),
-]
-
-/// The parsed command line.
+/// The parsed command line: the command, its positional arguments, and each option's
+/// typed value (read with `invocation[option]`).
 struct Invocation {
     var command: CommandSpec
     /// What the command runs.
     var run: (CommandContext) throws(CLIError) -> ExitCode
     var positional: [String] = []
-    /// Option name → value ("" for flags). Last one wins.
-    var options: [String: String] = [:]
-    /// Option name → every value given, in order (`add --include A --include B`).
-    var allValues: [String: [String]] = [:]
+    /// Option name → every value given, parsed, in order.
+    var values: [String: [any Sendable]] = [:]
+    /// The flags given.
+    var flags: Set<String> = []
 
-    func flag(_ name: String) -> Bool { options[name] != nil }
-    func value(_ name: String) -> String? { options[name] }
-    /// Every value of an option that may be repeated, in the order given.
-    func values(_ name: String) -> [String] { allValues[name] ?? [] }
+    /// Whether the flag was given.
+    subscript(flag: Flag) -> Bool { flags.contains(flag.name) }
+
+    /// The option's value (the last one given), or nil when it was not given.
+    subscript<Value>(option: Option<Value>) -> Value? { all(option).last }
+
+    /// The value of an option declared `required` (the parser refuses a line without it).
+    func required<Value>(_ option: Option<Value>) -> Value {
+        guard option.required, let value = self[option] else { preconditionFailure("\(option.name) is not a required option of \(command.name)") }
+        return value
+    }
+
+    /// Every value given to a repeatable option, in order (`add --include A --include B`).
+    func all<Value>(_ option: Option<Value>) -> [Value] {
+        (values[option.name] ?? []).map { value in
+            // The parser stored what this very declaration's parser returned.
+            guard let typed = value as? Value else { preconditionFailure("\(option.name) holds a \(type(of: value)), not a \(Value.self)") }
+            return typed
+        }
+    }
 }
 
 /// What the parser decided to do.
@@ -107,16 +175,11 @@ struct ArgumentParser {
     /// Parses `arguments` (without the program name).
     func parse(_ arguments: [String]) throws(CLIError) -> ParseResult {
         var words: [String] = []          // command words and positionals, in order
-        var options: [String: String] = [:]
-        var allValues: [String: [String]] = [:]
+        var given: [(spec: OptionSpec, text: String?)] = []
         var wantsHelp = false
         var index = 0
         var onlyPositionals = false
 
-        // First pass: separate options from words. Command-specific options are checked
-        // once the command is known; their values are taken here by looking them up in
-        // every command's specs (an option name means the same everywhere).
-        let allOptions = globalOptions + specs.flatMap(\.options)
         while index < arguments.count {
             let arg = arguments[index]
             index += 1
@@ -133,23 +196,20 @@ struct ArgumentParser {
                 name = String(arg[..<eq])
                 inlineValue = String(arg[arg.index(after: eq)...])
             }
-            guard let spec = allOptions.first(where: { $0.name == name }) else {
-                throw .usage("unknown option '\(name)'", of: commandGuess(words))
-            }
-            if spec.valueName != nil {
+            let spec = try declaration(of: name, after: words)
+            if let valueName = spec.valueName {
                 if let inlineValue {
-                    options[name] = inlineValue
+                    given.append((spec, inlineValue))
                 } else {
                     guard index < arguments.count else {
-                        throw .usage("missing value for '\(name) <\(spec.valueName ?? "value")>'", of: commandGuess(words))
+                        throw .usage("missing value for '\(name) <\(valueName)>'", of: commandGuess(words))
                     }
-                    options[name] = arguments[index]
+                    given.append((spec, arguments[index]))
                     index += 1
                 }
-                allValues[name, default: []].append(options[name] ?? "")
             } else {
                 if inlineValue != nil { throw .usage("'\(name)' takes no value", of: commandGuess(words)) }
-                options[name] = ""
+                given.append((spec, nil))
             }
         }
 
@@ -177,27 +237,87 @@ struct ArgumentParser {
         let spec = command.spec
         if wantsHelp { return .help(spec) }
 
-        // Command-specific options must belong to this command.
-        for name in options.keys where !globalOptions.contains(where: { $0.name == name }) && !spec.options.contains(where: { $0.name == name }) {
-            throw .usage("'\(name)' is not an option of '\(spec.name)'", of: spec)
+        // An option given before the command's name must be one of the command's, too.
+        for (option, _) in given where !isGlobal(option.name) && spec.option(named: option.name) == nil {
+            throw notAnOption(option.name, of: spec)
         }
         let positional = Array(words.dropFirst(consumed))
         if positional.count < spec.positional.lowerBound {
-            let missing = spec.arguments.dropFirst(positional.count).first?.name ?? "argument"
+            let missing = spec.arguments.dropFirst(positional.count).first?.label ?? "argument"
             throw .usage("missing \(missing)", of: spec)
         }
         if positional.count > spec.positional.upperBound {
             throw .usage("unexpected argument '\(positional[spec.positional.upperBound])'", of: spec)
         }
-        return .run(Invocation(command: spec, run: command.run, positional: positional, options: options, allValues: allValues))
+
+        // Each value checked against its declaration, in the order given.
+        var invocation = Invocation(command: spec, run: command.run, positional: positional)
+        for (option, text) in given {
+            guard let text, let parse = option.parse else {
+                invocation.flags.insert(option.name)
+                continue
+            }
+            do {
+                invocation.values[option.name, default: []].append(try parse(text))
+            } catch {
+                throw .usage(option.refusal(error, text: text), of: spec)
+            }
+        }
+        for option in spec.options where option.required && invocation.values[option.name] == nil {
+            let help = option.help.hasSuffix(".") ? String(option.help.dropLast()) : option.help
+            throw .usage("\(spec.name) needs \(option.name) \(option.valueName ?? "") (\(help.prefix(1).lowercased() + help.dropFirst()))", of: spec)
+        }
+        let present = Set(given.map(\.spec.name))
+        for rule in spec.rules {
+            switch rule {
+            case .allOrNone(let options):
+                let names = options.map(\.name)
+                if names.contains(where: present.contains) && !names.allSatisfy(present.contains) {
+                    throw .usage(Self.list(names) + " go together: give " + (names.count == 2 ? "both or neither" : "all or none"), of: spec)
+                }
+            case .atMostOne(let options):
+                let names = options.map(\.name).filter(present.contains)
+                if names.count > 1 { throw .usage(Self.list(names) + " exclude each other: give one", of: spec) }
+            }
+        }
+        return .run(invocation)
+    }
+
+    /// `a`, `a and b`, `a, b and c`.
+    static func list(_ names: [String]) -> String {
+        names.count <= 2 ? names.joined(separator: " and ") : names.dropLast().joined(separator: ", ") + " and " + (names.last ?? "")
+    }
+
+    private func isGlobal(_ name: String) -> Bool { globalOptions.contains { $0.name == name } }
+
+    /// The declaration `name` stands for: a global option, else an option of the command the
+    /// words so far name. Before the command's name (`--parallel 4 download ID`) it is taken
+    /// from the commands that declare it — a name takes a value in every command or in none
+    /// (`CLIReferenceTests` checks it) — and checked against the command once it is known.
+    private func declaration(of name: String, after words: [String]) throws(CLIError) -> OptionSpec {
+        if let global = globalOptions.first(where: { $0.name == name }) { return global }
+        if let command = words.first == "help" ? nil : resolve(words)?.command.spec {
+            guard let own = command.option(named: name) else { throw notAnOption(name, of: command) }
+            return own
+        }
+        guard let any = specs.lazy.compactMap({ $0.option(named: name) }).first else {
+            throw .usage("unknown option '\(name)'", of: commandGuess(words))
+        }
+        return any
+    }
+
+    /// `--explain` given to `list`: an unknown option, or one of other commands.
+    private func notAnOption(_ name: String, of command: CommandSpec) -> CLIError {
+        let owners = specs.filter { $0.option(named: name) != nil }.map { "'\($0.name)'" }
+        guard !owners.isEmpty else { return .usage("unknown option '\(name)'", of: command) }
+        return .usage("'\(name)' is not an option of '\(command.name)' (it is one of \(Self.list(owners)))", of: command)
     }
 
     /// A command group such as `catalog` (its commands are named `catalog validate`, …).
     func groupSpec(_ name: String) -> CommandSpec? {
         let members = specs.filter { $0.name.hasPrefix(name + " ") }
         guard !members.isEmpty else { return nil }
-        var spec = CommandSpec(name: name, abstract: "The \(name) commands: " + members.map { $0.name }.joined(separator: ", ") + ".",
-                               usage: "glasses-local \(name) <subcommand>")
+        var spec = CommandSpec(name: name, abstract: "The \(name) commands: " + members.map { $0.name }.joined(separator: ", ") + ".")
         spec.subcommands = members.map { String($0.name.dropFirst(name.count + 1)) }
         spec.subcommandAbstracts = members.map(\.abstract)
         return spec
@@ -205,8 +325,9 @@ struct ArgumentParser {
 
     /// The longest command name matching the leading words.
     private func resolve(_ words: [String]) -> (command: Command, consumed: Int)? {
-        if words.count >= 2, let command = command(named: words[0] + " " + words[1]) { return (command, 2) }
-        if let command = command(named: words[0]) { return (command, 1) }
+        guard let first = words.first else { return nil }
+        if words.count >= 2, let command = command(named: first + " " + words[1]) { return (command, 2) }
+        if let command = command(named: first) { return (command, 1) }
         return nil
     }
 

@@ -3,22 +3,32 @@ import LocalModelKit
 
 /// `catalog validate` and `catalog hash`.
 enum CatalogCommands {
+    /// `catalog hash`'s options: with --id and --base-url, a whole catalog.
+    struct HashOptions: OptionGroup {
+        let id = Option("--id", value: "ID", help: "Model id for a whole-catalog output.", .checked(accepts: "a catalog model id", CatalogRules.idProblem))
+        let baseURL = Option("--base-url", value: "URL", help: "Where the files are served (ends with '/').",
+                             .checked(accepts: "an https URL ending with '/'") { url in
+                                 CatalogRules.urlProblem(url) ?? CatalogRules.sourceURLPathProblem(url) ?? (url.hasSuffix("/") ? nil : "must end with '/'")
+                             })
+        let displayName = Option("--display-name", value: "NAME", help: "Display name (default: the id).", .text)
+        let kind = Option("--kind", value: "KIND", help: "llm or voice (default llm).", ValueParser<ModelKind>.choice())
+        let requiredMb = Option("--required-mb", value: "MB", help: "Memory the loaded model needs (default 1000).", .integer(1...Int.max, accepts: "a positive number"))
+        let autoEligible = Flag("--auto-eligible", help: "Let autoChoice pick it.")
+        let catalogVersion = Option("--catalog-version", value: "N", help: "catalogVersion of the output (default 1).", .integer(1...Int.max, accepts: "a positive number"))
+
+        var rules: [OptionRule] { [.together(id, baseURL)] }
+    }
+    static let hashOptions = HashOptions()
+
     static let commands: [Command] = [
-        Command(spec: CommandSpec(name: "catalog validate", abstract: "Check a catalog file against every rule; list every problem with its JSON path.",
-                        discussion: "Exits 6 when the catalog has any problem. An expiresAt that has passed is a problem; with a store that has seen a newer catalog, so is a lower catalogVersion (rollback).",
-                        arguments: [("<file>", "The catalog JSON file.")], positional: 1...1,
-                        usage: "glasses-local catalog validate <file>"), run: validate),
-        Command(spec: CommandSpec(name: "catalog hash", abstract: "Print the catalog 'files' entries (path, size, sha256) of a folder.",
-                        discussion: "For custom models and mirrors. With --id and --base-url it prints a whole catalog with one model, ready for --catalog.",
-                        arguments: [("<dir>", "The folder holding the model's files.")], positional: 1...1,
-                        options: [OptionSpec(name: "--id", valueName: "ID", help: "Model id for a whole-catalog output."),
-                                  OptionSpec(name: "--base-url", valueName: "URL", help: "Where the files are served (ends with '/')."),
-                                  OptionSpec(name: "--display-name", valueName: "NAME", help: "Display name (default: the id)."),
-                                  OptionSpec(name: "--kind", valueName: "KIND", help: "llm or voice (default llm)."),
-                                  OptionSpec(name: "--required-mb", valueName: "MB", help: "Memory the loaded model needs (default 1000)."),
-                                  OptionSpec(name: "--auto-eligible", valueName: nil, help: "Let autoChoice pick it."),
-                                  OptionSpec(name: "--catalog-version", valueName: "N", help: "catalogVersion of the output (default 1).")],
-                        usage: "glasses-local catalog hash <dir> [--id ID --base-url URL ...]"), run: hash),
+        Command("catalog validate", abstract: "Check a catalog file against every rule; list every problem with its JSON path.",
+                discussion: "An expiresAt that has passed is a problem; with a store that has seen a newer catalog, so is a lower catalogVersion (rollback).",
+                arguments: [Argument("file", "The catalog JSON file.", completion: .file)],
+                exits: [ExitCase(.invalidCatalog, "The catalog has any problem.")], run: validate),
+        Command("catalog hash", abstract: "Print the catalog 'files' entries (path, size, sha256) of a folder.",
+                discussion: "For custom models and mirrors. With --id and --base-url it prints a whole catalog with one model, ready for --catalog.",
+                arguments: [Argument("dir", "The folder holding the model's files.", completion: .directory)],
+                options: hashOptions, run: hash),
     ]
 
     static func validate(_ context: CommandContext) throws(CLIError) -> ExitCode {
@@ -115,32 +125,21 @@ enum CatalogCommands {
             entries.append(["path": .string(path), "size": .int(result.size), "sha256": .string(result.sha256)])
         }
 
-        guard inv.value("--id") != nil || inv.value("--base-url") != nil else {
+        let o = hashOptions
+        // Given together or not at all (the parser checks).
+        guard let id = inv[o.id], let base = inv[o.baseURL] else {
             context.console.out(JSONValue.object([("files", .array(entries))]).serialized(pretty: true))
             return .ok
         }
-        guard let id = inv.value("--id"), let base = inv.value("--base-url") else {
-            throw .usage("--id and --base-url go together", of: inv.command)
-        }
-        if let problem = CatalogRules.idProblem(id) { throw .usage("--id: \(problem)", of: inv.command) }
-        if let problem = CatalogRules.urlProblem(base) ?? CatalogRules.sourceURLPathProblem(base) {
-            throw .usage("--base-url: \(problem)", of: inv.command)
-        }
-        guard base.hasSuffix("/") else { throw .usage("--base-url must end with '/'", of: inv.command) }
-        let kind = inv.value("--kind") ?? "llm"
-        guard ModelKind(rawValue: kind) != nil else { throw .usage("--kind must be llm or voice", of: inv.command) }
-        guard let requiredMb = Int(inv.value("--required-mb") ?? "1000"), requiredMb > 0 else {
-            throw .usage("--required-mb must be a positive number", of: inv.command)
-        }
-        guard let version = Int(inv.value("--catalog-version") ?? "1"), version > 0 else {
-            throw .usage("--catalog-version must be a positive number", of: inv.command)
-        }
+        let kind = inv[o.kind] ?? .llm
+        let requiredMb = inv[o.requiredMb] ?? 1000
+        let version = inv[o.catalogVersion] ?? 1
         let now = Format.date(Date().timeIntervalSince1970)
         let doc: JSONValue = .object([
             ("schemaVersion", 1), ("catalogVersion", JSONValue(version)), ("generatedAt", .string(now)),
             ("models", [.object([
-                ("id", .string(id)), ("kind", .string(kind)), ("displayName", .string(inv.value("--display-name") ?? id)),
-                ("requiredMb", JSONValue(requiredMb)), ("autoEligible", .bool(inv.flag("--auto-eligible"))),
+                ("id", .string(id)), ("kind", .string(kind.rawValue)), ("displayName", .string(inv[o.displayName] ?? id)),
+                ("requiredMb", JSONValue(requiredMb)), ("autoEligible", .bool(inv[o.autoEligible])),
                 ("files", .array(entries)),
                 ("sources", [["type": "files", "baseURL": .string(base)]]),
             ])]),

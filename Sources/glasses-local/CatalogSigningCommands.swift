@@ -4,22 +4,32 @@ import LocalModelKit
 /// file, interoperable with OpenSSL (PEM keys, `FILE.sig` holding the base64 of the 64-byte
 /// signature, as `openssl pkeyutl -sign -rawin` makes it). For whoever publishes catalogs.
 enum CatalogSigningCommands {
+    /// `catalog sign`'s options.
+    struct SignOptions: OptionGroup {
+        let key = Option("--key", value: "KEY", help: "The private key (PEM), from catalog keygen.", .file, required: true)
+        let sig = Option("--sig", value: "SIG", help: "Where the signature goes (default FILE.sig).", .file)
+    }
+    static let signOptions = SignOptions()
+
+    /// `catalog verify`'s options.
+    struct VerifyOptions: OptionGroup {
+        let sig = Option("--sig", value: "SIG", help: "The signature file (default FILE.sig).", .file)
+        let key = Option("--key", value: "KEY", help: "The public key (PEM) to check against.", .file)
+    }
+    static let verifyOptions = VerifyOptions()
+
     static let commands: [Command] = [
-        Command(spec: CommandSpec(name: "catalog keygen", abstract: "Make an Ed25519 key pair for signing catalogs: OUT (private) and OUT.pub.",
-                                  discussion: "The private key is PEM PKCS#8, written readable by its owner only; keep it off devices and out of repositories. The public key (SubjectPublicKeyInfo PEM) goes in Catalog/keys/ for the build to trust it.",
-                                  arguments: [("<out>", "The private key file to create (OUT.pub gets the public key).")], positional: 1...1,
-                                  usage: "glasses-local catalog keygen <out>"), run: keygen),
-        Command(spec: CommandSpec(name: "catalog sign", abstract: "Sign a catalog file: writes FILE.sig (base64 of the Ed25519 signature).",
-                                  arguments: [("<file>", "The catalog JSON file, signed byte for byte.")], positional: 1...1,
-                                  options: [OptionSpec(name: "--key", valueName: "KEY", help: "The private key (PEM)."),
-                                            OptionSpec(name: "--sig", valueName: "SIG", help: "Where the signature goes (default FILE.sig).")],
-                                  usage: "glasses-local catalog sign <file> --key KEY"), run: sign),
-        Command(spec: CommandSpec(name: "catalog verify", abstract: "Check a catalog file's signature; exit 0 only when it is valid.",
-                                  discussion: "Uses the trusted keys (those built in from Catalog/keys/, and the *.pub files in $EXTENTOS_CATALOG_KEYS) unless --key names one. Exits 4 when the signature does not verify.",
-                                  arguments: [("<file>", "The catalog JSON file.")], positional: 1...1,
-                                  options: [OptionSpec(name: "--sig", valueName: "SIG", help: "The signature file (default FILE.sig)."),
-                                            OptionSpec(name: "--key", valueName: "KEY", help: "The public key (PEM) to check against.")],
-                                  usage: "glasses-local catalog verify <file> [--sig SIG] [--key PUB]"), run: verify),
+        Command("catalog keygen", abstract: "Make an Ed25519 key pair for signing catalogs: OUT (private) and OUT.pub.",
+                discussion: "The private key is PEM PKCS#8, written readable by its owner only; keep it off devices and out of repositories. The public key (SubjectPublicKeyInfo PEM) goes in Catalog/keys/ for the build to trust it.",
+                arguments: [Argument("out", "The private key file to create (OUT.pub gets the public key).", completion: .file)],
+                run: keygen),
+        Command("catalog sign", abstract: "Sign a catalog file: writes FILE.sig (base64 of the Ed25519 signature).",
+                arguments: [Argument("file", "The catalog JSON file, signed byte for byte.", completion: .file)],
+                options: signOptions, run: sign),
+        Command("catalog verify", abstract: "Check a catalog file's signature; exit 0 only when it is valid.",
+                discussion: "Uses the trusted keys (those built in from Catalog/keys/, and the *.pub files in $EXTENTOS_CATALOG_KEYS) unless --key names one.",
+                arguments: [Argument("file", "The catalog JSON file.", completion: .file)],
+                options: verifyOptions, exits: [ExitCase(.integrity, "The signature does not verify.")], run: verify),
     ]
 
     static func read(_ path: String, _ what: String, limit: Int = 1 << 20) throws(CLIError) -> [UInt8] {
@@ -57,10 +67,10 @@ enum CatalogSigningCommands {
     static func sign(_ context: CommandContext) throws(CLIError) -> ExitCode {
         let inv = context.invocation
         let file = inv.positional[0]
-        guard let keyPath = inv.value("--key") else { throw .usage("catalog sign needs --key KEY (a private key from catalog keygen)", of: inv.command) }
+        let keyPath = inv.required(signOptions.key)
         let message = try read(file, "catalog")
         let key = String(decoding: try read(keyPath, "private key", limit: TrustedCatalogKeys.maxKeyFileBytes), as: UTF8.self)
-        let sigPath = inv.value("--sig") ?? file + ".sig"
+        let sigPath = inv[signOptions.sig] ?? file + ".sig"
         do {
             let signature = try Ed25519.sign(message, privatePEM: key)
             try FileIO.writeFileAtomically(Array((Base64.encode(signature) + "\n").utf8), toPath: sigPath)
@@ -74,11 +84,11 @@ enum CatalogSigningCommands {
     static func verify(_ context: CommandContext) throws(CLIError) -> ExitCode {
         let inv = context.invocation
         let file = inv.positional[0]
-        let sigPath = inv.value("--sig") ?? file + ".sig"
+        let sigPath = inv[verifyOptions.sig] ?? file + ".sig"
         let message = try read(file, "catalog")
         let signatureText = try read(sigPath, "signature", limit: 4096)
         let keys: [(name: String, pem: String)]
-        if let keyPath = inv.value("--key") {
+        if let keyPath = inv[verifyOptions.key] {
             keys = [(keyPath, String(decoding: try read(keyPath, "public key", limit: TrustedCatalogKeys.maxKeyFileBytes), as: UTF8.self))]
         } else {
             keys = context.trustedKeys()

@@ -23,21 +23,20 @@ final class CommandContext {
     /// The engine's setup from this command line: `--store`, `--catalog`, `--memory-share`
     /// over the environment (the same setup the SDK facades use).
     func setup() throws(CLIError) -> EngineSetup {
-        if let store = invocation.value("--store"), store.isEmpty { throw .usage("--store needs a folder", of: invocation.command) }
-        var share = 0.5
-        if let text = invocation.value("--memory-share") {
-            guard let value = Double(text), value > 0, value <= 1 else {
-                throw .usage("--memory-share must be a number in (0, 1], got '\(text.prefix(40))'", of: invocation.command)
-            }
-            share = value
-        }
-        var setup = EngineSetup(environment: environment, storeDirectory: invocation.value("--store"),
-                                catalogFile: invocation.value("--catalog"), memoryShare: share, probe: memoryProbe)
-        if invocation.flag("--offline") { setup.offlineBy = "--offline" }
+        let global = GlobalOptions.shared
+        let store = invocation[global.store]
+        // Checked here, not by the option's parser: a command that needs no store (catalog
+        // validate without one, manpage) has always ignored an empty --store.
+        if let store, store.isEmpty { throw .usage("\(global.store.name) needs a folder", of: invocation.command) }
+        // `auto --memory-share`, checked by its declaration; the engine's default elsewhere.
+        let share = invocation[QueryCommands.autoOptions.memoryShare] ?? 0.5
+        var setup = EngineSetup(environment: environment, storeDirectory: store,
+                                catalogFile: invocation[global.catalog], memoryShare: share, probe: memoryProbe)
+        if invocation[global.offline] { setup.offlineBy = global.offline.name }
         // Read once for the command; doctor lists skipped key files as a check instead.
         setup.catalogKeys = keys(warn: invocation.command.name != "doctor").keys
         if let url = setup.catalogPath, EngineSetup.isURL(url), let problem = CatalogRules.urlProblem(url) {
-            throw .usage("--catalog \(URLOrigin.redacted(url)): \(problem)", of: invocation.command)
+            throw .usage("\(GlobalOptions.shared.catalog.name) \(URLOrigin.redacted(url)): \(problem)", of: invocation.command)
         }
         return setup
     }

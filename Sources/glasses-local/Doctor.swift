@@ -3,9 +3,9 @@ import LocalModelKit
 
 /// `glasses-local doctor`: every check a person needs before filing a bug.
 enum Doctor {
-    static let command = Command(spec: CommandSpec(name: "doctor", abstract: "Check the store, the records database, memory readings and the catalog.",
-                    discussion: "Opening the store repairs leftovers of interrupted work; doctor lists what it repaired. Exits 1 when a check fails.",
-                    usage: "glasses-local doctor"), run: run)
+    static let command = Command("doctor", abstract: "Check the store, the records database, memory readings and the catalog.",
+                                 discussion: "Opening the store repairs leftovers of interrupted work; doctor lists what it repaired.",
+                                 exits: [ExitCase(.failure, "A check fails.")], run: run)
 
     static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {
         let c = context.console
@@ -147,13 +147,13 @@ enum Doctor {
         if !credentialAdvice.isEmpty { advice["credentials"] = credentialAdvice }
         // Where sources on https://huggingface.co are fetched: HF_ENDPOINT, unless --mirror.
         let endpoint = HubEndpoint(environment: context.environment)
-        let mirror = context.invocation.value("--mirror")
+        let mirror = context.invocation[GlobalOptions.shared.mirror]
         var endpointJSON: [(key: String, value: JSONValue)] = [("url", .string(endpoint?.url ?? "https://huggingface.co")),
                                                                ("from", .string(endpoint == nil ? "default" : "HF_ENDPOINT")),
                                                                ("problem", JSONValue(endpoint?.problem)), ("mirror", JSONValue(mirror))]
         if let mirror {
             endpointJSON[0] = ("url", .string(mirror))
-            endpointJSON[1] = ("from", "--mirror")
+            endpointJSON[1] = ("from", .string(GlobalOptions.shared.mirror.name))
             checks.append(("hub endpoint", true, "\(URLOrigin.redacted(mirror)) (--mirror replaces every source's origin" + (endpoint == nil ? ")" : "; HF_ENDPOINT is not used)")))
         } else if let endpoint, let problem = endpoint.problem {
             checks.append(("hub endpoint", false, "HF_ENDPOINT=\(URLOrigin.redacted(endpoint.url).prefix(200)) cannot be used: \(problem)"))

@@ -2,10 +2,28 @@ import Dispatch
 import FoundationEssentials
 import LocalModelKit
 
-let downloadOptions: [OptionSpec] = [
-    OptionSpec(name: "--parallel", valueName: "N", help: "Files fetched at once (default: 4, up to 16 when many files are small)."),
-    OptionSpec(name: "--retries", valueName: "N", help: "Attempts in a row without progress before giving up (default 6)."),
-    OptionSpec(name: "--retry-delay", valueName: "S", help: "First retry delay in seconds, doubled each time up to 60 (default 1)."),
+/// How hard a transfer tries again: `download`, `verify`, `prefetch`, `voice download` and
+/// `catalog update` share them (through `TransferOptions`, or alone).
+struct RetryOptions: OptionGroup {
+    let retries = Option("--retries", value: "N", help: "Attempts in a row without progress before giving up (default 6).", .integer(0...100))
+    let retryDelay = Option("--retry-delay", value: "S", help: "First retry delay in seconds, doubled each time up to 60 (default 1).", .seconds(0...600))
+}
+
+/// The options of every command that downloads model files.
+struct TransferOptions: OptionGroup {
+    let parallel = Option("--parallel", value: "N", help: "Files fetched at once (default: 4, up to 16 when many files are small).", .integer(1...32))
+    let retry = RetryOptions()
+
+    static let shared = TransferOptions()
+}
+
+/// The statuses of a download, for `download`, `voice download` and `prefetch`.
+let downloadExits: [ExitCase] = [
+    ExitCase(.doesNotFit, "It cannot fit."),
+    ExitCase(.integrity, "An integrity failure."),
+    ExitCase(.busy, "Another process is installing the model."),
+    ExitCase(.temporary, "The network or server failed for longer than the retry budget (retry later)."),
+    ExitCase(.interrupted, "Interrupted (the partial data is kept)."),
 ]
 
 /// SIGINT/SIGTERM/SIGHUP → cancel the transfer (partial data kept), then exit 130.
@@ -157,43 +175,41 @@ final class ProgressPrinter {
 }
 
 enum TransferCommands {
+    /// `verify`'s options.
+    struct VerifyOptions: OptionGroup {
+        let repair = Flag("--repair", help: "Fetch the bad files again.")
+        let transfer = TransferOptions()
+    }
+    static let verifyOptions = VerifyOptions()
+
     /// The commands that change the store, as values (name, help, options, run).
     static let commands: [Command] = [
-        Command(spec: CommandSpec(name: "download", abstract: "Download, verify and install models (resumable; Ctrl-C keeps the partial data).",
-                        discussion: "Every byte is checked against the catalog's SHA-256 while it streams; the model is installed with one rename and one records transaction. An interrupted download resumes at the byte where it stopped. Exits 3 when it cannot fit, 4 on an integrity failure, 7 when another process is installing the model, 75 when the network or server failed for longer than the retry budget (retry later), 130 when interrupted.",
-                        arguments: [("<id>...", "One or more model ids.")], positional: 1...64, options: downloadOptions,
-                        usage: "glasses-local download <id>... [--parallel N] [--retries N] [--retry-delay S]"), run: download),
-        Command(spec: CommandSpec(name: "delete", abstract: "Delete installed models and their partial data; print the space freed.",
-                        discussion: "Refuses (exit 7) while another process downloads the model.",
-                        arguments: [("<id>...", "One or more model ids.")], positional: 1...64,
-                        usage: "glasses-local delete <id>..."), run: delete),
-        Command(spec: CommandSpec(name: "verify", abstract: "Re-hash installed models against the catalog (else the install-time hash).",
-                        discussion: "Exits 4 when a file does not match. With --repair, only the bad files are fetched again.",
-                        arguments: [("[<id>...]", "Models to verify (default: every installed model).")], positional: 0...64,
-                        options: [OptionSpec(name: "--repair", valueName: nil, help: "Fetch the bad files again.")] + downloadOptions,
-                        usage: "glasses-local verify [<id>...] [--repair]"), run: verify),
-        Command(spec: CommandSpec(name: "gc", abstract: "Remove orphaned partial and staging data; print the space freed.",
-                        usage: "glasses-local gc"), run: gc),
+        Command("download", abstract: "Download, verify and install models (resumable; Ctrl-C keeps the partial data).",
+                discussion: "Every byte is checked against the catalog's SHA-256 while it streams; the model is installed with one rename and one records transaction. An interrupted download resumes at the byte where it stopped.",
+                arguments: [Argument("id", "One or more model ids.", .many)], options: TransferOptions.shared,
+                exits: downloadExits, run: download),
+        Command("delete", abstract: "Delete installed models and their partial data; print the space freed.",
+                arguments: [Argument("id", "One or more model ids.", .many)],
+                exits: [ExitCase(.busy, "Refused while another process downloads the model.")], run: delete),
+        Command("verify", abstract: "Re-hash installed models against the catalog (else the install-time hash).",
+                discussion: "With --repair, only the bad files are fetched again.",
+                arguments: [Argument("id", "Models to verify (default: every installed model).", .optionalMany)],
+                options: verifyOptions, exits: [ExitCase(.integrity, "A file does not match.")], run: verify),
+        Command("gc", abstract: "Remove orphaned partial and staging data; print the space freed.", run: gc),
     ]
 
     static func options(_ context: CommandContext) throws(CLIError) -> DownloadOptions {
         var policy = try context.setup().transferPolicy()
         let inv = context.invocation
-        if let text = inv.value("--stall-timeout"), let s = Double(text) { policy.stallTimeout = s }
-        if let text = inv.value("--parallel") {
-            guard let n = Int(text), (1...32).contains(n) else { throw .usage("--parallel must be 1…32, got '\(text)'", of: inv.command) }
+        let transfer = TransferOptions.shared
+        if let s = inv[GlobalOptions.shared.stallTimeout] { policy.stallTimeout = s }
+        if let n = inv[transfer.parallel] {
             policy.parallelFiles = n
             policy.adaptiveParallelism = false
         }
-        if let text = inv.value("--retries") {
-            guard let n = Int(text), (0...100).contains(n) else { throw .usage("--retries must be 0…100, got '\(text)'", of: inv.command) }
-            policy.retryBudget = n
-        }
-        if let text = inv.value("--retry-delay") {
-            guard let s = Double(text), s >= 0, s <= 600 else { throw .usage("--retry-delay must be 0…600 seconds, got '\(text)'", of: inv.command) }
-            policy.baseBackoff = s
-        }
-        return DownloadOptions(policy: policy, mirror: inv.value("--mirror"))
+        if let n = inv[transfer.retry.retries] { policy.retryBudget = n }
+        if let s = inv[transfer.retry.retryDelay] { policy.baseBackoff = s }
+        return DownloadOptions(policy: policy, mirror: inv[GlobalOptions.shared.mirror])
     }
 
     static func download(_ context: CommandContext) throws(CLIError) -> ExitCode {
@@ -208,7 +224,7 @@ enum TransferCommands {
         var worst: CLIError?
         for id in ids {
             if interrupt.flag.isCancelled { break }
-            let printer = ProgressPrinter(console: context.console, modelId: id, noProgress: context.invocation.flag("--no-progress"))
+            let printer = ProgressPrinter(console: context.console, modelId: id, noProgress: context.invocation[GlobalOptions.shared.noProgress])
             let start = monotonicSeconds()
             do {
                 let path = try engine.downloadBlocking(modelId: id, options: options, cancellation: interrupt.flag, onEvent: printer.handle)
@@ -289,7 +305,7 @@ enum TransferCommands {
         for id in ids {
             let printer = ProgressPrinter(console: context.console, modelId: id, noProgress: true)
             do {
-                let report = try engine.verify(modelId: id, repair: context.invocation.flag("--repair"), options: options,
+                let report = try engine.verify(modelId: id, repair: context.invocation[verifyOptions.repair], options: options,
                                                cancellation: interrupt.flag, onEvent: printer.handle)
                 if !report.ok { mismatch = true }
                 reports.append(["modelId": .string(id), "ok": .bool(report.ok), "filesChecked": JSONValue(report.filesChecked),

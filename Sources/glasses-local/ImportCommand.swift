@@ -4,10 +4,11 @@ import LocalModelKit
 /// (a folder, or the Hugging Face cache). One file over the engine's `importModel`.
 enum ImportCommand {
     static let command = Command(
-        spec: CommandSpec(name: "import", abstract: "Install a model from copies of its files already on this machine.",
-                          discussion: "With DIR, each file is looked up under its catalog path in DIR (a USB stick, a folder from 'hf download --local-dir', a factory image). Without DIR, in the Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub), in the snapshot of the repository and revision the model's per-file source names; a file that snapshot lacks (the cache holds another revision) by its SHA-256 in the repository's blobs/, or unchanged in another of its snapshots. Each file is hard-linked into the store where the filesystem allows, else copied; the place is never changed. Every file is then checked: by SHA-256 where the catalog has one, by size where it has none (as for a bundle placed by hand). The model is installed when every file is good; otherwise the good ones are kept, the others are listed, and 'glasses-local download ID' fetches only those. No network is used. Exit status 0 only when the model ends installed.",
-                          arguments: [("<id>", "The model to import."), ("[<dir>]", "The folder holding its files (default: the Hugging Face cache).")],
-                          positional: 1...2, usage: "glasses-local import <id> [<dir>]"),
+        "import", abstract: "Install a model from copies of its files already on this machine.",
+        discussion: "With DIR, each file is looked up under its catalog path in DIR (a USB stick, a folder from 'hf download --local-dir', a factory image). Without DIR, in the Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub), in the snapshot of the repository and revision the model's per-file source names; a file that snapshot lacks (the cache holds another revision) by its SHA-256 in the repository's blobs/, or unchanged in another of its snapshots. Each file is hard-linked into the store where the filesystem allows, else copied; the place is never changed. Every file is then checked: by SHA-256 where the catalog has one, by size where it has none (as for a bundle placed by hand). The model is installed when every file is good; otherwise the good ones are kept, the others are listed, and 'glasses-local download ID' fetches only those. No network is used.",
+        arguments: [Argument("id", "The model to import."), Argument("dir", "The folder holding its files (default: the Hugging Face cache).", .optional)],
+        exits: [ExitCase(.ok, "The model ends installed."),
+                ExitCase(.failure, "A file is missing or does not match (the good ones are kept; 'download' fetches the rest).")],
         run: run)
 
     static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {

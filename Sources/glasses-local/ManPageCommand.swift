@@ -1,20 +1,27 @@
 import LocalModelKit
 
-/// `glasses-local manpage`: the manual page, glasses-local(1), in roff. Generated from the
-/// same command values as `--help` and the completions (`allCommands`, `globalOptions`), the
+/// `glasses-local manpage`: the manual page, glasses-local(1), in roff — or with --markdown
+/// the command-line reference, docs/cli.md (`MarkdownReference`). Generated from the same
+/// command values as `--help` and the completions (`allCommands`, `globalOptions`), the
 /// one exit-status table (`ExitStatus`, with each `ErrorCode` under its status), and the
 /// environment and files below, so the page cannot drift from the command. The output
 /// depends on nothing but this build (no date, no environment): `Scripts/package` installs
-/// it as /usr/share/man/man1/glasses-local.1.gz.
+/// it as /usr/share/man/man1/glasses-local.1.gz; `Scripts/cli-reference` writes docs/cli.md.
 enum ManPageCommand {
+    /// Roff, or Markdown.
+    struct Options: OptionGroup {
+        let markdown = Flag("--markdown", help: "Print the reference as Markdown instead (docs/cli.md: Scripts/cli-reference writes it).")
+    }
+    static let options = Options()
+
     static let command = Command(
-        spec: CommandSpec(name: "manpage", abstract: "Print the manual page, glasses-local(1), in roff.",
-                          discussion: "Generated from the same declarations as --help. Read it without installing it: glasses-local manpage | man -l -",
-                          usage: "glasses-local manpage"),
-        run: run)
+        "manpage", abstract: "Print the manual page, glasses-local(1), in roff.",
+        discussion: "Generated from the same declarations as --help. Read it without installing it: glasses-local manpage | man -l -",
+        options: options, run: run)
 
     static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {
-        context.console.out(page(commands: allCommands.map(\.spec)))
+        let commands = allCommands.map(\.spec)
+        context.console.out(context.invocation[options.markdown] ? MarkdownReference.page(commands: commands) : page(commands: commands))
         return .ok
     }
 
@@ -111,7 +118,7 @@ enum ManPageCommand {
 
         lines.append(".SH OPTIONS")
         text("These options are accepted by every command.")
-        for o in globalOptions { tagged(option(o), o.help) }
+        for o in globalOptions { tagged(option(o), o.help + (o.accepts.map { " Accepts: \($0)." } ?? "")) }
         tagged(bold("--version"), "Print the version, the commit it was built from and the version of the catalog built in (with --json, as one JSON object).")
         tagged(bold("-h") + ", " + bold("--help"), "Print help for the command (or for all commands), then exit 0.")
 
@@ -125,8 +132,13 @@ enum ManPageCommand {
             }
             lines.append(".PP")
             roff(bold("Usage:") + " " + escape(spec.usage))
-            for argument in spec.arguments { tagged(italic(argument.name), argument.help) }
-            for o in spec.options { tagged(option(o), o.help) }
+            for argument in spec.arguments { tagged(italic(argument.label), argument.help) }
+            for o in spec.options { tagged(option(o), o.help + (o.accepts.map { " Accepts: \($0)." } ?? "")) }
+            if !spec.exits.isEmpty {
+                lines.append(".PP")
+                roff(bold("Exit status:"))
+                for exit in spec.exits { tagged(bold(String(exit.status.rawValue)), exit.when) }
+            }
         }
 
         lines.append(".SH ENVIRONMENT")

@@ -4,10 +4,10 @@ import LocalModelKit
 /// server can serve as a mirror for `--mirror`. One file over the engine's `mirror`.
 enum MirrorCommand {
     static let command = Command(
-        spec: CommandSpec(name: "mirror", abstract: "Write installed models into a folder laid out as a mirror for --mirror.",
-                          discussion: "Each model's files go under the URL path of its per-file source (hard links where the filesystem allows, else copies, each replacing the old file atomically; a file already in place is left alone). The store is only read: a folder inside the store is refused, and links under the folder are never followed. Serve the folder with any static web server and point devices at it with --mirror http://host:port: they fetch nothing from the origin.",
-                          arguments: [("<dir>", "The folder to write into (outside the store)."), ("[<id>...]", "Models to mirror (default: every installed one).")],
-                          positional: 1...64, usage: "glasses-local mirror <dir> [<id>...]"),
+        "mirror", abstract: "Write installed models into a folder laid out as a mirror for --mirror.",
+        discussion: "Each model's files go under the URL path of its per-file source (hard links where the filesystem allows, else copies, each replacing the old file atomically; a file already in place is left alone). The store is only read: a folder inside the store is refused, and links under the folder are never followed. Serve the folder with any static web server and point devices at it with --mirror http://host:port: they fetch nothing from the origin.",
+        arguments: [Argument("dir", "The folder to write into (outside the store).", completion: .directory),
+                    Argument("id", "Models to mirror (default: every installed one).", .optionalMany)],
         run: run)
 
     static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {

@@ -5,55 +5,47 @@ import LocalModelKit
 /// `prefetch` (itself over the one download path); plain lines, JSON lines with --json,
 /// nothing but failures with --quiet.
 enum PrefetchCommand {
+    /// The policy a run keeps to, and the transfer options.
+    struct Options: OptionGroup {
+        let minFreeMb = Option("--min-free-mb", value: "N", help: "Never leave less than N MiB free after a download.", .digits(0...(1 << 40)))
+        let maxBytes = Option("--max-bytes", value: "N", help: "Fetch at most N bytes in this run; a bigger model waits (its partial data is kept).", .digits(0...(1 << 50)))
+        let window = Option("--window", value: "HH:MM-HH:MM", help: "Only in this local-time window (across midnight works); a download still running when it closes stops cleanly.",
+                            ValueParser(accepts: "HH:MM-HH:MM in local time (22:00-06:00 runs across midnight)") { (text: String) throws(Refusal) -> TimeWindow in
+                                guard let window = TimeWindow(text) else { throw .notAccepted }
+                                return window
+                            })
+        let requireAC = Flag("--require-ac", help: "Only on mains power (a machine without a battery counts as on mains).")
+        let maxLoad = Option("--max-load", value: "L", help: "Only while the 1-minute load average is under L.", .number(accepts: "0…10000") { $0 >= 0 && $0 <= 10_000 })
+        let requireUnmetered = Flag("--require-unmetered", help: "Only on a connection NetworkManager does not call metered (yes or guess-yes); without NetworkManager the state is unknown, counted as unmetered, and the run says so.")
+        let jitter = Option("--jitter", value: "S", help: "Wait a random 0…S seconds before any network use.", .seconds(0...86_400, accepts: "0…86400"))
+        let rateLimit = Option("--rate-limit", value: "BYTES_PER_S", help: "At most this many bytes a second.",
+                               .digits(1024...Int64.max, accepts: "a whole number of bytes a second, at least 1024"))
+        let includeVoice = Flag("--include-voice", help: "Also the voice model.")
+        let dryRun = Flag("--dry-run", help: "Say what would happen and why; touch nothing.")
+        let transfer = TransferOptions()
+    }
+    static let options = Options()
+
     static let command = Command(
-        spec: CommandSpec(name: "prefetch", abstract: "Download what autoChoice wants, unattended, within a policy (for cron or a systemd timer).",
-                          discussion: "Downloads autoChoice's download target (and the voice with --include-voice), or nothing, saying why. Each condition that stops a run is one line naming it and the value seen. Exits 0 when done, when there is nothing to do, when a condition stopped it, when the window closed mid-download (the partial data is kept) and when another prefetch is running; 75 on a transient failure, so the scheduler retries later; the other statuses as for download. With EXTENTOS_CATALOG_URL set, the signed catalog there is fetched first (as catalog update does); a failed update is a warning and the run goes on with the catalog already trusted. Offline (--offline, EXTENTOS_OFFLINE=1, HF_HUB_OFFLINE=1, TRANSFORMERS_OFFLINE=1) it fetches nothing, skips the catalog update and exits 0 with an offline line. Overrides for tests: EXTENTOS_NOW, EXTENTOS_POWER_SUPPLY_DIR, EXTENTOS_LOADAVG, EXTENTOS_METERED=yes|no.",
-                          options: [
-                              OptionSpec(name: "--min-free-mb", valueName: "N", help: "Never leave less than N MiB free after a download."),
-                              OptionSpec(name: "--max-bytes", valueName: "N", help: "Fetch at most N bytes in this run; a bigger model waits (its partial data is kept)."),
-                              OptionSpec(name: "--window", valueName: "HH:MM-HH:MM", help: "Only in this local-time window (across midnight works); a download still running when it closes stops cleanly."),
-                              OptionSpec(name: "--require-ac", valueName: nil, help: "Only on mains power (a machine without a battery counts as on mains)."),
-                              OptionSpec(name: "--max-load", valueName: "L", help: "Only while the 1-minute load average is under L."),
-                              OptionSpec(name: "--require-unmetered", valueName: nil, help: "Only on a connection NetworkManager does not call metered (yes or guess-yes); without NetworkManager the state is unknown, counted as unmetered, and the run says so."),
-                              OptionSpec(name: "--jitter", valueName: "S", help: "Wait a random 0…S seconds before any network use."),
-                              OptionSpec(name: "--rate-limit", valueName: "BYTES_PER_S", help: "At most this many bytes a second."),
-                              OptionSpec(name: "--include-voice", valueName: nil, help: "Also the voice model."),
-                              OptionSpec(name: "--dry-run", valueName: nil, help: "Say what would happen and why; touch nothing."),
-                          ] + downloadOptions,
-                          usage: "glasses-local prefetch [--window HH:MM-HH:MM] [--max-bytes N] [--min-free-mb N] [--require-ac] [--max-load L] [--require-unmetered] [--jitter S] [--rate-limit BYTES_PER_S] [--include-voice] [--dry-run]"),
+        "prefetch", abstract: "Download what autoChoice wants, unattended, within a policy (for cron or a systemd timer).",
+        discussion: "Downloads autoChoice's download target (and the voice with --include-voice), or nothing, saying why. Each condition that stops a run is one line naming it and the value seen. With EXTENTOS_CATALOG_URL set, the signed catalog there is fetched first (as catalog update does); a failed update is a warning and the run goes on with the catalog already trusted. Offline (--offline, EXTENTOS_OFFLINE=1, HF_HUB_OFFLINE=1, TRANSFORMERS_OFFLINE=1) it fetches nothing, skips the catalog update and exits 0 with an offline line. Overrides for tests: EXTENTOS_NOW, EXTENTOS_POWER_SUPPLY_DIR, EXTENTOS_LOADAVG, EXTENTOS_METERED=yes|no.",
+        options: options,
+        exits: [ExitCase(.ok, "Done; or nothing to do; or a condition stopped it; or the window closed mid-download (the partial data is kept); or another prefetch is running.")]
+            + downloadExits.map { $0.status == .temporary ? ExitCase(.temporary, "A transient failure: the scheduler retries later.") : $0 },
         run: run)
 
     static func policy(_ context: CommandContext) throws(CLIError) -> PrefetchPolicy {
         let inv = context.invocation
-        func number(_ name: String, _ range: ClosedRange<Int64>) throws(CLIError) -> Int64? {
-            guard let text = inv.value(name) else { return nil }
-            guard let n = ExternalNumber.decimal(text), range.contains(n) else {
-                throw .usage("\(name) must be a whole number \(range.lowerBound)…\(range.upperBound), got '\(text.prefix(40))'", of: inv.command)
-            }
-            return n
-        }
-        func seconds(_ name: String, _ max: Double) throws(CLIError) -> Double? {
-            guard let text = inv.value(name) else { return nil }
-            guard let s = Double(text), s >= 0, s <= max else {
-                throw .usage("\(name) must be 0…\(Int(max)), got '\(text.prefix(40))'", of: inv.command)
-            }
-            return s
-        }
         var policy = PrefetchPolicy()
-        policy.minFreeMb = try number("--min-free-mb", 0...(1 << 40)) ?? 0
-        policy.maxBytes = try number("--max-bytes", 0...(1 << 50))
-        if let text = inv.value("--window") {
-            guard let window = TimeWindow(text) else {
-                throw .usage("--window must be HH:MM-HH:MM in local time (22:00-06:00 runs across midnight), got '\(text.prefix(40))'", of: inv.command)
-            }
-            policy.window = window
-        }
-        policy.requireAC = inv.flag("--require-ac")
-        policy.requireUnmetered = inv.flag("--require-unmetered")
-        policy.maxLoad = try seconds("--max-load", 10_000)
-        policy.jitterSeconds = try seconds("--jitter", 86_400) ?? 0
-        policy.includeVoice = inv.flag("--include-voice")
-        policy.dryRun = inv.flag("--dry-run")
+        policy.minFreeMb = inv[options.minFreeMb] ?? 0
+        policy.maxBytes = inv[options.maxBytes]
+        policy.window = inv[options.window]
+        policy.requireAC = inv[options.requireAC]
+        policy.requireUnmetered = inv[options.requireUnmetered]
+        policy.maxLoad = inv[options.maxLoad]
+        policy.jitterSeconds = inv[options.jitter] ?? 0
+        policy.includeVoice = inv[options.includeVoice]
+        policy.dryRun = inv[options.dryRun]
         if let url = context.environment["EXTENTOS_CATALOG_URL"], !url.isEmpty {
             if let problem = CatalogRules.urlProblem(url) { throw .usage("EXTENTOS_CATALOG_URL \(URLOrigin.redacted(url)): \(problem)", of: inv.command) }
             policy.catalogURL = url
@@ -65,12 +57,7 @@ enum PrefetchCommand {
     static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {
         let policy = try policy(context)
         var options = try TransferCommands.options(context)
-        if let text = context.invocation.value("--rate-limit") {
-            guard let rate = ExternalNumber.decimal(text), rate >= 1024 else {
-                throw .usage("--rate-limit must be a whole number of bytes a second, at least 1024, got '\(text.prefix(40))'", of: context.invocation.command)
-            }
-            options.policy.maxBytesPerSecond = rate
-        }
+        if let rate = context.invocation[Self.options.rateLimit] { options.policy.maxBytesPerSecond = rate }
         let engine = try context.engine()
         let probe = PrefetchConditionsProbe(environment: context.environment)
         let c = context.console

@@ -3,26 +3,42 @@ import LocalModelKit
 
 /// `list`, `info`, `fit`, `auto`, `history`: what the store and the device say.
 enum QueryCommands {
+    /// `auto`'s options.
+    struct AutoOptions: OptionGroup {
+        let explain = Flag("--explain", help: "Print each step of the rule.")
+        let memoryShare = Option("--memory-share", value: "F", help: "Share of physical memory a model may use (default 0.5).",
+                                 .number(accepts: "a number in (0, 1]") { $0 > 0 && $0 <= 1 })
+    }
+    static let autoOptions = AutoOptions()
+
+    /// `history`'s options.
+    struct HistoryOptions: OptionGroup {
+        let limit = Option("--limit", value: "N", help: "Show at most the newest N events (default 100).",
+                           .integer(1...Int.max, accepts: "a positive number"))
+    }
+    static let historyOptions = HistoryOptions()
+
     /// The commands that read the store and answer, as values (name, help, options, run).
     static let commands: [Command] = [
-        Command(spec: CommandSpec(name: "list", abstract: "List the catalog's models with install state and storage fit.",
-                        usage: "glasses-local list [--json]"), run: list),
-        Command(spec: CommandSpec(name: "info", abstract: "Show one model: sizes, files, sources, state, fit.",
-                        arguments: [("<id>", "A model id from 'glasses-local list'.")], positional: 1...1,
-                        usage: "glasses-local info <id>"), run: info),
-        Command(spec: CommandSpec(name: "fit", abstract: "Tell whether installing a model fits this device's storage.",
-                        discussion: "Needed space counts the bytes not yet downloaded, unpack room for archives and a safety margin; available space is the store filesystem's free space for this user minus what other downloads have reserved. Exits 3 when it does not fit.",
-                        arguments: [("<id>", "A model id from 'glasses-local list'.")], positional: 1...1,
-                        usage: "glasses-local fit <id>"), run: fit),
-        Command(spec: CommandSpec(name: "auto", abstract: "Choose the ladder model to run now, or say why the cloud must serve.",
-                        discussion: "EXTENTOS_MEMORY_MB and EXTENTOS_MEMORY_AVAILABLE_MB override the memory readings (\"what would a 4 GB device get?\") with a whole number of MiB from 1 to 1,073,741,824 (1 PiB); any other value is ignored with a warning.",
-                        options: [OptionSpec(name: "--explain", valueName: nil, help: "Print each step of the rule."),
-                                  OptionSpec(name: "--memory-share", valueName: "F", help: "Share of physical memory a model may use (default 0.5).")],
-                        usage: "glasses-local auto [--explain] [--memory-share F]"), run: auto),
-        Command(spec: CommandSpec(name: "history", abstract: "Show the install history (append-only), newest last.",
-                        arguments: [("[<id>]", "Only this model's events.")], positional: 0...1,
-                        options: [OptionSpec(name: "--limit", valueName: "N", help: "Show at most the newest N events (default 100).")],
-                        usage: "glasses-local history [<id>] [--limit N]"), run: history),
+        Command("list", abstract: "List the catalog's models with install state and storage fit.",
+                exits: [ExitCase(.failure, "The install records cannot be read (the catalog is still listed, every state unknown).")],
+                run: list),
+        Command("info", abstract: "Show one model: sizes, files, sources, state, fit.",
+                arguments: [Argument("id", "A model id from 'glasses-local list'.")],
+                exits: [ExitCase(.unknownModel, "Neither catalog has the id.")], run: info),
+        Command("fit", abstract: "Tell whether installing a model fits this device's storage.",
+                discussion: "Needed space counts the bytes not yet downloaded, unpack room for archives and a safety margin; available space is the store filesystem's free space for this user minus what other downloads have reserved.",
+                arguments: [Argument("id", "A model id from 'glasses-local list'.")],
+                exits: [ExitCase(.ok, "It fits, or it is installed."), ExitCase(.doesNotFit, "It does not fit."),
+                        ExitCase(.unknownModel, "Neither catalog has the id.")],
+                run: fit),
+        Command("auto", abstract: "Choose the ladder model to run now, or say why the cloud must serve.",
+                discussion: "EXTENTOS_MEMORY_MB and EXTENTOS_MEMORY_AVAILABLE_MB override the memory readings (\"what would a 4 GB device get?\") with a whole number of MiB from 1 to 1,073,741,824 (1 PiB); any other value is ignored with a warning.",
+                options: autoOptions, run: auto),
+        Command("history", abstract: "Show the install history (append-only), newest last.",
+                arguments: [Argument("id", "Only this model's events.", .optional)],
+                options: historyOptions, exits: [ExitCase(.unknownModel, "Neither the catalogs nor the records know the id.")],
+                run: history),
     ]
 
     static func fitJSON(_ fit: StorageFit) -> JSONValue {
@@ -242,7 +258,7 @@ enum QueryCommands {
         if let target = decision.downloadTarget {
             c.say("download target: \(target) (glasses-local download \(target))")
         }
-        if context.invocation.flag("--explain") {
+        if context.invocation[autoOptions.explain] {
             c.say("")
             c.say("memory: \(Format.mb(memory.physicalMb)) physical × \(engine.memoryShare) = class budget \(Format.mb(inputs.classBudgetMb)); \(Format.mb(memory.availableMb)) available now (from \(memory.source))")
             for problem in memory.overrideProblems { c.say("memory: \(problem)") }
@@ -254,11 +270,7 @@ enum QueryCommands {
 
     static func history(_ context: CommandContext) throws(CLIError) -> ExitCode {
         let engine = try context.engine()
-        var limit = 100
-        if let text = context.invocation.value("--limit") {
-            guard let n = Int(text), n > 0 else { throw .usage("--limit must be a positive number, got '\(text)'", of: context.invocation.command) }
-            limit = n
-        }
+        let limit = context.invocation[historyOptions.limit] ?? 100
         let id = context.invocation.positional.first
         if let id, engine.catalog.model(id: id) == nil, (try context.attempt { try engine.record(of: id) }) == nil {
             throw CLIError.from(LocalModelError.unknownModel(id))

@@ -4,11 +4,12 @@ import LocalModelKit
 /// its installed files with it. One file over the engine's `removeUserModel`.
 enum RemoveCommand {
     static let command = Command(
-        spec: CommandSpec(
-            name: "remove", abstract: "Drop a model added with 'add': its installed files, then its entry in the store's catalog.",
-            discussion: "Only models added with 'glasses-local add' can be removed; a model of the catalog is refused (exit 1: 'delete' removes its files). Refuses (exit 7) while another process downloads the model. Exits 5 for an id neither catalog has.",
-            arguments: [("<id>", "A model added with 'glasses-local add'.")], positional: 1...1,
-            usage: "glasses-local remove <id>"),
+        "remove", abstract: "Drop a model added with 'add': its installed files, then its entry in the store's catalog.",
+        discussion: "Only models added with 'glasses-local add' can be removed.",
+        arguments: [Argument("id", "A model added with 'glasses-local add'.")],
+        exits: [ExitCase(.failure, "A model of the catalog is refused ('delete' removes its files)."),
+                ExitCase(.unknownModel, "Neither catalog has the id."),
+                ExitCase(.busy, "Refused while another process downloads the model.")],
         run: run)
 
     static func run(_ context: CommandContext) throws(CLIError) -> ExitCode {

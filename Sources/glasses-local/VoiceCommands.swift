@@ -3,19 +3,21 @@ import LocalModelKit
 /// `voice status | voice download | voice delete`: the catalog's on-device voice (the
 /// Kokoro bundle), through the same engine calls as `download` and `delete`.
 enum VoiceCommands {
-    static let sourceOption = OptionSpec(name: "--source", valueName: "KIND",
-                                         help: "archive or files: use only the catalog's source of that kind (default: the catalog's order).")
+    /// `voice download`'s options.
+    struct DownloadOptions: OptionGroup {
+        let source = Option("--source", value: "KIND", help: "archive or files: use only the catalog's source of that kind (default: the catalog's order).",
+                            .choice([SourceKind.archive, .files]))
+        let transfer = TransferOptions()
+    }
+    static let downloadOptions = DownloadOptions()
 
     static let commands: [Command] = [
-        Command(spec: CommandSpec(name: "voice status", abstract: "Say whether the on-device voice is installed, partly downloaded or absent.",
-                                  discussion: "Shows its size, the source it was installed from, where it lives, and whether it fits this device's storage.",
-                                  usage: "glasses-local voice status"), run: status),
-        Command(spec: CommandSpec(name: "voice download", abstract: "Download, verify and install the on-device voice (resumable).",
-                                  discussion: "Exit statuses as for 'download': 3 when it cannot fit, 4 on an integrity failure, 7 when busy, 75 when the network failed for longer than the retry budget, 130 when interrupted.",
-                                  options: [sourceOption] + downloadOptions,
-                                  usage: "glasses-local voice download [--source archive|files]"), run: download),
-        Command(spec: CommandSpec(name: "voice delete", abstract: "Delete the on-device voice and its partial data; print the space freed.",
-                                  usage: "glasses-local voice delete"), run: delete),
+        Command("voice status", abstract: "Say whether the on-device voice is installed, partly downloaded or absent.",
+                discussion: "Shows its size, the source it was installed from, where it lives, and whether it fits this device's storage.",
+                run: status),
+        Command("voice download", abstract: "Download, verify and install the on-device voice (resumable).",
+                options: downloadOptions, exits: downloadExits, run: download),
+        Command("voice delete", abstract: "Delete the on-device voice and its partial data; print the space freed.", run: delete),
     ]
 
     /// The catalog's voice model (the first of kind `voice`).
@@ -64,12 +66,7 @@ enum VoiceCommands {
     static func download(_ context: CommandContext) throws(CLIError) -> ExitCode {
         let model = try voice(context)
         var options = try TransferCommands.options(context)
-        if let text = context.invocation.value("--source") {
-            guard let kind = SourceKind(rawValue: text) else {
-                throw .usage("--source must be archive or files, got '\(text.prefix(40))'", of: context.invocation.command)
-            }
-            options.source = kind
-        }
+        if let kind = context.invocation[downloadOptions.source] { options.source = kind }
         return try TransferCommands.download([model.id], options: options, context)
     }
 

@@ -7,86 +7,14 @@ import Darwin
 import LocalModelKit
 internal import CBuildInfo
 
-/// Help text in swift-argument-parser's layout.
-enum Help {
-    static let overview = "Manage the on-device models of the Extentos glasses SDK: list, fit, choose, verify."
-
-    static func root() -> String {
-        var text = "OVERVIEW: \(overview)\n\n"
-        text += "USAGE: glasses-local [<global options>] <command> [<args>]\n\n"
-        text += "OPTIONS:\n" + optionLines(globalOptions + [
-            OptionSpec(name: "--version", valueName: nil, help: "Show the version."),
-            OptionSpec(name: "-h, --help", valueName: nil, help: "Show help information."),
-        ])
-        text += "\nSUBCOMMANDS:\n"
-        let specs = allCommands.map(\.spec)
-        let width = (specs.map(\.name.count).max() ?? 0) + 2
-        for spec in specs {
-            text += "  " + spec.name.padded(to: width) + spec.abstract + "\n"
-        }
-        text += "\n  See 'glasses-local help <subcommand>' for detailed help.\n"
-        // From the one table of exit statuses.
-        let codes = ExitStatus.allCases.map { "\($0.rawValue) \($0.meaning)" }
-        text += "\nEXIT CODES: " + codes.prefix(6).joined(separator: ", ") + ",\n  " + codes.dropFirst(6).joined(separator: ", ") + "."
-        return text
-    }
-
-    static func command(_ spec: CommandSpec) -> String {
-        var text = "OVERVIEW: \(spec.abstract)\n"
-        if !spec.discussion.isEmpty { text += "\n" + wrap(spec.discussion, indent: 0) + "\n" }
-        text += "\nUSAGE: \(spec.usage)\n"
-        if !spec.arguments.isEmpty {
-            text += "\nARGUMENTS:\n"
-            for arg in spec.arguments { text += "  " + arg.name.padded(to: 24) + arg.help + "\n" }
-        }
-        text += "\nOPTIONS:\n" + optionLines(spec.options + globalOptions + [OptionSpec(name: "-h, --help", valueName: nil, help: "Show help information.")])
-        if !spec.subcommands.isEmpty {
-            text += "\nSUBCOMMANDS:\n"
-            for (name, abstract) in zip(spec.subcommands, spec.subcommandAbstracts) {
-                text += "  " + name.padded(to: 18) + abstract + "\n"
-            }
-            text += "\n  See 'glasses-local help \(spec.name) <subcommand>' for detailed help.\n"
-        }
-        return String(text.dropLast())
-    }
-
-    static func optionLines(_ options: [OptionSpec]) -> String {
-        var text = ""
-        for option in options {
-            let label = option.name + (option.valueName.map { " <\($0.lowercased())>" } ?? "")
-            if label.count >= 24 {
-                text += "  \(label)\n" + wrap(option.help, indent: 26) + "\n"
-            } else {
-                let lines = wrap(option.help, indent: 26)
-                text += "  " + label.padded(to: 24) + String(lines.dropFirst(26)) + "\n"
-            }
-        }
-        return text
-    }
-
-    /// Wraps at 100 columns with a hanging indent.
-    static func wrap(_ text: String, indent: Int) -> String {
-        var lines: [String] = []
-        var line = String(repeating: " ", count: indent)
-        for word in text.split(separator: " ") {
-            if line.count + word.count + 1 > 100 && line.trimmingWhitespace().count > 0 {
-                lines.append(line)
-                line = String(repeating: " ", count: indent)
-            }
-            line += (line.trimmingWhitespace().isEmpty ? "" : " ") + word
-        }
-        lines.append(line)
-        return lines.joined(separator: "\n")
-    }
-}
-
 let version = "0.1.0"
 
 func runMain() -> Int32 {
     let arguments = Array(CommandLine.arguments.dropFirst())
     let parser = ArgumentParser(commands: allCommands)
-    let wantsJSON = arguments.contains("--json")
-    let console = Console(json: wantsJSON, quiet: arguments.contains("--quiet"))
+    // Before parsing, so that a usage error is reported as asked (`--json frob`).
+    let global = GlobalOptions.shared
+    let console = Console(json: arguments.contains(global.json.name), quiet: arguments.contains(global.quiet.name))
 
     func report(_ error: CLIError) -> Int32 {
         if console.json {
@@ -128,13 +56,6 @@ func runMain() -> Int32 {
         console.out(spec.map(Help.command) ?? Help.root())
         return 0
     case .run(let invocation):
-        // Validate global option values once, for every command.
-        if let mirror = invocation.value("--mirror"), let problem = CatalogRules.urlProblem(mirror) {
-            return report(.usage("--mirror: \(problem)", of: invocation.command))
-        }
-        if let stall = invocation.value("--stall-timeout"), Double(stall).map({ $0 >= 1 && $0 <= 86_400 }) != true {
-            return report(.usage("--stall-timeout must be 1…86400 seconds, got '\(stall.prefix(40))'", of: invocation.command))
-        }
         let context = CommandContext(invocation: invocation, console: console, environment: ProcessInfo.processInfo.environment)
         do {
             return try invocation.run(context).rawValue

@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// The Hub client's conventions through the command (README, "Where models come from"):
+/// The Hub client's conventions through the command (docs/models.md):
 /// HF_ENDPOINT against the fault server on 127.0.0.1 standing in for a Hub mirror (its log
 /// shows each request's Authorization), with a second one as the https proxy, so any request
 /// meant for huggingface.co itself would be counted there; an expired login, an unusable

@@ -5,7 +5,7 @@ import Testing
 import Glibc
 #endif
 
-/// The network guard itself (README, "Nothing reaches past loopback"; Tests/Support/NetworkGuard.swift).
+/// The network guard itself (docs/testing.md, "Nothing reaches past loopback"; Tests/Support/NetworkGuard.swift).
 /// Its suite alone does not carry `.networkGuard`: its test reaches past loopback on purpose
 /// and takes its attempts off the run's final check.
 @Suite("The network guard: no test reaches past loopback", .ownThreads)

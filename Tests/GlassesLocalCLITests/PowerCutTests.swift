@@ -200,7 +200,7 @@ struct PowerCutTests {
         try #require(rv.status == 0, "\(rv)")
         let voiceReport = try w.durability(voiceTrace, commits: 2, intoPlace: 1)
         #expect(voiceReport.redundantFileFlushes.count == 0, "\(voiceReport)")
-        // The README's promise for a tree over 64 files: one syncfs, then the folders around the rename.
+        // The promise (docs/reliability.md) for a tree over 64 files: one syncfs, then the folders around the rename.
         #expect(voiceReport.flushes <= 4, "one syncfs and the folders around the rename, not one flush a file\n\(voiceReport)")
         // A folder flushed with nothing left to flush costs little: said, not failed.
         for f in (report.redundantFlushes + voiceReport.redundantFlushes).filter({ $0["what"] as? String != "file" }) {

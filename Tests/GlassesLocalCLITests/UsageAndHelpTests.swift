@@ -112,7 +112,7 @@ struct UsageAndHelpTests {
         #expect(r.stdout.contains("\nUSAGE: glasses-local fit <id>"), "\(r)")
         #expect(r.stdout.contains("\nARGUMENTS:\n  <id>"), "\(r)")
         #expect(r.stdout.contains("\nOPTIONS:\n"), "\(r)")
-        #expect(r.stdout.contains("Exits 3"), "the help explains the exit code\n\(r)")
+        #expect(r.stdout.contains("\nEXIT STATUS:\n") && r.stdoutLines.contains { $0.hasPrefix("  3 ") }, "the help explains the exit code\n\(r)")
         #expect(!r.stdout.contains("SUBCOMMANDS:"), "\(r)")
 
         let reference = try sb.run(["help", "fit"])

@@ -1,4 +1,4 @@
-// The Hub client's conventions that glasses-local honours (README, "Where models come
+// The Hub client's conventions that glasses-local honours (docs/models.md, "Where models come
 // from"): HF_ENDPOINT, TRANSFORMERS_OFFLINE, its path expansion, its stored logins, and a
 // token file or token that cannot be used. The rules are checked against Python itself
 // (os.path, configparser: what huggingface_hub calls), the transfers against
@@ -328,6 +328,11 @@ struct HubConventionRuleTests {
         #expect(mirror.apply(to: "https://github.com/o/r/releases/a.tar.bz2") == "https://github.com/o/r/releases/a.tar.bz2")
         #expect(HubEndpoint("https://m.example/hf/").apply(to: "https://huggingface.co/o/r/resolve/main/") == "https://m.example/hf/o/r/resolve/main/")
         #expect(HubEndpoint("http://127.0.0.1:8080").problem == nil)
+        // The cache is found for a source under an endpoint's path as for one on huggingface.co.
+        #expect(HuggingFaceCache.repository(ofBaseURL: "https://m.example/hf/o/r/resolve/main/").map { "\($0.repo)@\($0.revision)" } == "o/r@main")
+        #expect(HuggingFaceCache.repository(ofBaseURL: "https://huggingface.co/o/r/resolve/refs/pr/1/").map { "\($0.repo)@\($0.revision)" } == "o/r@refs/pr/1")
+        #expect(HuggingFaceCache.repository(ofBaseURL: "https://huggingface.co/o/resolve/") == nil)
+        #expect(HuggingFaceCache.repository(ofBaseURL: "https://huggingface.co/resolve/main/x/") == nil)
         for bad in ["http://hf-mirror.com", "hf-mirror.com", "https://user:pw@hf-mirror.com", "https://hf-mirror.com/?x=1", "/", "https://"] {
             let endpoint = HubEndpoint(bad)
             #expect(endpoint.problem != nil, "\(bad)")

@@ -1,4 +1,4 @@
-// Credentials and offline mode at the transfer level (README, "Where models come from"):
+// Credentials and offline mode at the transfer level (docs/models.md):
 // real downloads through libcurl against Tests/Tools/faultserver.py on 127.0.0.1, whose
 // request log shows each request's Authorization header and whose connection count shows
 // whether anything connected at all.

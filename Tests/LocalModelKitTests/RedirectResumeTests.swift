@@ -1,4 +1,4 @@
-// Resume through redirects (issue 24, README "Where models come from"): the Hugging Face
+// Resume through redirects (docs/models.md): the Hugging Face
 // Hub answers every large file with a 302 (a short body, an ETag of its own) to a signed
 // URL on its CDN. Real downloads through libcurl against Tests/Tools/faultserver.py on
 // 127.0.0.1; the server's request log shows each hop's Range, If-Range, Authorization and

@@ -103,16 +103,19 @@ package enum HuggingFaceCache {
     }
 
     /// The repository and revision a per-file source's URL names, whatever its host:
-    /// `https://host/ORG/REPO/resolve/REV/` → (`ORG/REPO`, `REV`). Nil for any other shape.
+    /// `https://host/ORG/REPO/resolve/REV/` → (`ORG/REPO`, `REV`), also under a path prefix
+    /// (an `HF_ENDPOINT` such as `https://mirror.example/hf`: the two parts before the first
+    /// `resolve` that has two). Nil for any other shape.
     package static func repository(ofBaseURL url: String) -> (repo: String, revision: String)? {
         guard let path = ModelURL.path(of: url) else { return nil }
         let parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        guard parts.count >= 4, parts[2] == "resolve" else { return nil }
-        let revision = parts[3...].joined(separator: "/")
-        guard !parts[0].isEmpty, !parts[1].isEmpty, !revision.isEmpty,
-              ![parts[0], parts[1]].contains(where: { $0 == "." || $0 == ".." }),
+        guard let at = parts.indices.first(where: { $0 >= 2 && parts[$0] == "resolve" }), at + 1 < parts.count else { return nil }
+        let (org, name) = (parts[at - 2], parts[at - 1])
+        let revision = parts[(at + 1)...].joined(separator: "/")
+        guard !org.isEmpty, !name.isEmpty, !revision.isEmpty,
+              ![org, name].contains(where: { $0 == "." || $0 == ".." }),
               !revision.split(separator: "/").contains(where: { $0 == "." || $0 == ".." }) else { return nil }
-        return (parts[0] + "/" + parts[1], revision)
+        return (org + "/" + name, revision)
     }
 
     /// The folder the Hub client keeps `repo` in: `models--ORG--REPO`.

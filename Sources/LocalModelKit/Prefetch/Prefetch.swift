@@ -1,5 +1,5 @@
 
-/// What an unattended prefetch may do (the README, "Scheduled prefetch").
+/// What an unattended prefetch may do (docs/prefetch.md).
 package struct PrefetchPolicy: Sendable {
     /// Never leave less than this free after a download (MiB).
     package var minFreeMb: Int64 = 0

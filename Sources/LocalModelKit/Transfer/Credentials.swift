@@ -1,5 +1,5 @@
 // Credentials: which one a source asks for, where each is found (never what it is), and
-// which request may carry it. README, "Where models come from", states the rules.
+// which request may carry it. docs/models.md states the rules.
 
 /// A value that never shows itself: not in `description`, not in a debugger's reflection,
 /// not in an interpolated error. Only the transfer reads it, to build a request header.
