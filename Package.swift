@@ -46,7 +46,7 @@ let package = Package(
         .target(name: "GlassesCore"),
         // Public facades.
         .target(name: "GlassesLocal", dependencies: ["LocalModelKit", "GlassesCore"]),
-        .target(name: "GlassesLocalVoice", dependencies: ["GlassesLocal", "LocalModelKit"]),
+        .target(name: "GlassesLocalVoice", dependencies: ["GlassesLocal", "GlassesCore", "LocalModelKit"]),
         // The command-line tool, and the build's commit for its --version (see buildCommit).
         .target(name: "CBuildInfo", cSettings: buildCommit.map { [.define("GLASSES_LOCAL_COMMIT", to: "\"\($0)\"")] } ?? []),
         .executableTarget(name: "glasses-local", dependencies: ["LocalModelKit", "CBuildInfo"]),

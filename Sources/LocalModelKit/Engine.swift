@@ -43,9 +43,9 @@ public struct StorageFit: Sendable, Equatable {
 
 /// The safety margin added to every storage requirement: 32 MiB plus 1% of the model,
 /// so a "fits" answer survives logs, the records database and filesystem overhead.
-public enum StorageMargin {
+package enum StorageMargin {
     /// The margin for a model of `installed` bytes.
-    public static func bytes(forInstalledBytes installed: Int64) -> Int64 {
+    package static func bytes(forInstalledBytes installed: Int64) -> Int64 {
         (32 << 20) + installed / 100
     }
 }
@@ -124,9 +124,22 @@ public final class LocalModelEngine: Sendable {
     // MARK: Opening
 
     /// Opens the store: creates its folders and records, refuses a catalog rollback, and
-    /// repairs leftovers of interrupted work. Idempotent; later calls return the same records.
+    /// repairs leftovers of interrupted work. Every other operation opens the store itself;
+    /// call this to learn what the first opening repaired.
+    ///
+    /// - Returns: what was repaired, in order (empty when nothing was left over, and on every
+    ///   call after the first).
+    /// - Throws: ``LocalModelError`` when the store cannot be opened (its records are
+    ///   damaged, read-only or newer, a folder cannot be made) or the catalog is a rollback.
     @discardableResult
-    public func open() throws(LocalModelError) -> (records: Records, repairs: [RepairAction]) {
+    public func openStore() throws(LocalModelError) -> [RepairAction] {
+        try open().repairs
+    }
+
+    /// Opens the store (see ``openStore()``) and returns its records with the repairs.
+    /// Idempotent; later calls return the same records.
+    @discardableResult
+    package func open() throws(LocalModelError) -> (records: Records, repairs: [RepairAction]) {
         if let records = opened.withLock({ $0 }) { return (records, []) }
         let removedLinks: [String]
         let records: Records

@@ -59,7 +59,7 @@ public struct EngineSetup: Sendable {
     }
 
     /// Whether `--catalog` names a URL (a signed catalog to update from) rather than a file.
-    public static func isURL(_ text: String) -> Bool {
+    package static func isURL(_ text: String) -> Bool {
         let lower = text.lowercased()
         return lower.hasPrefix("https://") || CatalogRules.isPlainHTTP(text)
     }
@@ -137,20 +137,20 @@ public struct EngineSetup: Sendable {
 /// that cannot be read must still get an answer (the reason goes with it, for diagnostics).
 extension LocalModelEngine {
     /// A storage fit in whole MiB, as the SDK's `DeviceFit` carries it.
-    public struct FitAnswer: Sendable, Equatable {
+    package struct FitAnswer: Sendable, Equatable {
         /// The model asked about.
-        public var modelId: String
+        package var modelId: String
         /// Rounded up: never promise less than is needed.
-        public var requiredMb: Int
+        package var requiredMb: Int
         /// Rounded down: never promise more than there is.
-        public var availableMb: Int
+        package var availableMb: Int
         /// Whether it fits (false for an id the catalog does not have).
-        public var fits: Bool
+        package var fits: Bool
     }
 
     /// Every catalog model with its state; when the store cannot be read, every model as
     /// not installed, with the reason.
-    public func modelsAnswer() -> (models: [ModelStatus], problem: LocalModelError?) {
+    package func modelsAnswer() -> (models: [ModelStatus], problem: LocalModelError?) {
         do {
             return (try models(), nil)
         } catch {
@@ -165,7 +165,7 @@ extension LocalModelEngine {
     /// Whether installing `id` fits. An id the catalog does not have answers
     /// `requiredMb 0, fits false` with the real `availableMb` (nothing can be installed
     /// under an unknown id); a store that cannot be read answers 0, 0, false, with the reason.
-    public func fitAnswer(for id: String) -> (fit: FitAnswer, problem: LocalModelError?) {
+    package func fitAnswer(for id: String) -> (fit: FitAnswer, problem: LocalModelError?) {
         guard catalog.model(id: id) != nil else {
             let available = (try? probe.space(at: layout.root))?.availableBytes ?? 0
             return (FitAnswer(modelId: id, requiredMb: 0, availableMb: Int(max(0, available) >> 20), fits: false), nil)

@@ -326,7 +326,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
 
     /// Any error met on the way, as this type: the engine's own pass through, the typed
     /// errors of the layers below are wrapped as they are.
-    public static func wrap(_ error: any Error, modelId: String? = nil) -> LocalModelError {
+    package static func wrap(_ error: any Error, modelId: String? = nil) -> LocalModelError {
         switch error {
         case let e as LocalModelError: return e
         case let e as RecordsError: return .records(e)

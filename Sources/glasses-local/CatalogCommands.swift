@@ -48,15 +48,11 @@ enum CatalogCommands {
                                        message: "\(expiresAt) has passed (now \(CivilTime.iso8601(now) ?? "unknown")): the catalog expired and is no longer trusted"))
         }
         // P7: a store that has seen a newer catalog refuses this one.
-        if let catalog, let root = try? context.storeRoot {
-            let layout = StoreLayout(root: root)
-            if FileIO.exists(layout.recordsPath) {
-                let recorded = try context.attempt { try Records(path: layout.recordsPath, create: false).read { try $0.highestCatalogVersion() } }
-                if catalog.catalogVersion < recorded {
-                    issues.append(CatalogIssue(path: "catalogVersion",
-                                               message: "\(catalog.catalogVersion) is lower than version \(recorded) already used by the store \(layout.root) (rollback)"))
-                }
-            }
+        if let catalog, let root = try? context.storeRoot,
+           let recorded = try context.attempt({ try LocalModelEngine.recordedCatalogVersion(storeRoot: root) }),
+           catalog.catalogVersion < recorded {
+            issues.append(CatalogIssue(path: "catalogVersion",
+                                       message: "\(catalog.catalogVersion) is lower than version \(recorded) already used by the store \(root) (rollback)"))
         }
         let c = context.console
         if c.json {

@@ -99,14 +99,14 @@ final class CommandContext {
         }
         // An existing store is opened now so that repairs of leftovers are reported;
         // a store never written is left untouched by read-only commands.
-        if openExisting && FileIO.exists(engine.layout.recordsPath) { _ = try openStore() }
+        if openExisting && FileIO.exists(engine.layout.recordsPath) { try openStore() }
         return engine
     }
 
     /// Opens the store (creating it, repairing leftovers) and reports repairs on stderr.
-    func openStore() throws(CLIError) -> Records {
+    func openStore() throws(CLIError) {
         do {
-            return try openRecords(try engine())
+            try openRecords(try engine())
         } catch {
             throw CLIError.from(error)
         }
@@ -115,7 +115,7 @@ final class CommandContext {
     /// What opening the store found, for the commands that still answer when the records
     /// database is damaged (`list` from the catalog, `doctor` with the way out).
     enum StoreState {
-        case opened(Records)
+        case opened
         /// No records database yet (and none was created).
         case notCreated
         /// `records.sqlite3` is damaged or not a database; it was left as it is.
@@ -129,15 +129,16 @@ final class CommandContext {
         let engine = try engine(openExisting: false)
         if !create && !FileIO.exists(engine.layout.recordsPath) { return .notCreated }
         do {
-            return .opened(try openRecords(engine))
+            try openRecords(engine)
+            return .opened
         } catch {
             if case .records(let records) = LocalModelError.wrap(error), case .corrupt = records { return .damaged(records) }
             throw CLIError.from(error)
         }
     }
 
-    private func openRecords(_ engine: LocalModelEngine) throws -> Records {
-        let (records, repairs) = try engine.open()
+    private func openRecords(_ engine: LocalModelEngine) throws {
+        let repairs = try engine.openStore()
         self.repairs = repairs
         if !console.quiet {
             for repair in repairs { console.err("repaired: \(repair)") }
@@ -145,7 +146,6 @@ final class CommandContext {
                 console.err("warning: the store has used catalog version \(missing), but no trusted copy of it is left; the built-in version \(engine.catalog.catalogVersion) stands in (installed models keep working, downloads wait). 'glasses-local doctor' says why; 'glasses-local catalog update' restores it.")
             }
         }
-        return records
     }
 
     /// Runs an engine call, mapping its errors to exit codes.
@@ -184,7 +184,7 @@ final class WarningDeviceProbe: DeviceProbe {
         return reading
     }
 
-    func space(at path: String) throws(SystemError) -> FilesystemSpace {
+    func space(at path: String) throws(LocalModelError) -> FilesystemSpace {
         try base.space(at: path)
     }
 

@@ -19,12 +19,12 @@ enum Doctor {
         json.append(("store", .string(layout.root)))
 
         // Store + records (opening repairs leftovers).
-        var records: Records?
+        var opened = false
         var damage: RecordsError?
         do {
             switch try context.openStoreAllowingDamage(create: true) {
-            case .opened(let opened):
-                records = opened
+            case .opened:
+                opened = true
                 checks.append(("store", true, "\(layout.root) is writable"))
             case .damaged(let error):
                 damage = error
@@ -61,26 +61,22 @@ enum Doctor {
             recordsJSON += [("problem", .string(damage.description)), ("moveAsideCommand", .string(recovery.moveAsideCommand)),
                             ("recovery", .array(recovery.models.map(recoveryJSON)))]
         }
-        if let records {
+        if opened {
             do {
-                let integrity = try records.integrityCheck()
-                let mode = try records.journalMode()
-                let version = try records.userVersion()
-                let recordedCatalog = try records.read { try $0.highestCatalogVersion() }
-                let installs = try records.installs()
-                recordsJSON += [("integrityCheck", .string(integrity)), ("journalMode", .string(mode)),
-                                ("schemaVersion", JSONValue(version)), ("installs", JSONValue(installs.count))]
-                checks.append(("records", integrity == "ok" && mode == "wal",
-                               "integrity_check \(integrity), journal_mode \(mode), schema \(version), \(installs.count) record(s)"))
-                json.append(("storeCatalogVersion", JSONValue(recordedCatalog)))
+                let health = try engine.recordsHealth()
+                recordsJSON += [("integrityCheck", .string(health.integrityCheck)), ("journalMode", .string(health.journalMode)),
+                                ("schemaVersion", JSONValue(health.schemaVersion)), ("installs", JSONValue(health.installs))]
+                checks.append(("records", health.isHealthy,
+                               "integrity_check \(health.integrityCheck), journal_mode \(health.journalMode), schema \(health.schemaVersion), \(health.installs) record(s)"))
+                json.append(("storeCatalogVersion", JSONValue(health.storeCatalogVersion)))
             } catch {
                 checks.append(("records", false, "\(error)"))
             }
         }
-        recordsJSON.append(("sqliteVersion", .string(SQLiteConnection.libraryVersion)))
-        json.append(("libraries", ["sqlite": .string(SQLiteConnection.libraryVersion), "curl": .string(TransferLibrary.curlVersion),
+        recordsJSON.append(("sqliteVersion", .string(LocalModelEngine.sqliteVersion)))
+        json.append(("libraries", ["sqlite": .string(LocalModelEngine.sqliteVersion), "curl": .string(TransferLibrary.curlVersion),
                                    "archive": .string(ArchiveExtractor.libraryVersion)]))
-        checks.append(("libraries", true, "SQLite \(SQLiteConnection.libraryVersion), \(TransferLibrary.curlVersion), \(ArchiveExtractor.libraryVersion)"))
+        checks.append(("libraries", true, "SQLite \(LocalModelEngine.sqliteVersion), \(TransferLibrary.curlVersion), \(ArchiveExtractor.libraryVersion)"))
         json.append(("records", .object(recordsJSON)))
 
         let catalog = engine.catalog

@@ -125,8 +125,8 @@ enum StoreTestSupport {
             MemoryReading(physicalMb: physicalMb, availableMb: availableMb, source: "test")
         }
 
-        func space(at path: String) throws(SystemError) -> FilesystemSpace {
-            try FilesystemSpace.of(path: path)
+        func space(at path: String) throws(LocalModelError) -> FilesystemSpace {
+            try SystemDeviceProbe(environment: [:]).space(at: path)
         }
     }
 }

@@ -40,7 +40,7 @@ struct ServedFile: Sendable {
 /// Memory is fixed; storage is the real filesystem of the temporary store.
 struct FaultTestProbe: DeviceProbe {
     func memory() -> MemoryReading { MemoryReading(physicalMb: 8192, availableMb: 4096, source: "test") }
-    func space(at path: String) throws(SystemError) -> FilesystemSpace { try FilesystemSpace.of(path: path) }
+    func space(at path: String) throws(LocalModelError) -> FilesystemSpace { try SystemDeviceProbe(environment: [:]).space(at: path) }
 }
 
 /// A temporary store folder and a fault server, both removed by `close()`.

@@ -113,7 +113,7 @@ public struct CatalogModel: Sendable, Hashable {
     public var sources: [ModelSource]
     /// The credential each source asks for (`"auth"` on a source); a source not listed
     /// needs none (netrc still applies to every request).
-    public var sourceAuth: [ModelSource: SourceAuth] = [:]
+    package var sourceAuth: [ModelSource: SourceAuth] = [:]
     /// Whether the model comes from the catalog in use or from the store's own catalog of
     /// models a user added (`UserCatalog`). Not a catalog field: where the model was read
     /// decides it.
@@ -138,19 +138,6 @@ public struct CatalogModel: Sendable, Hashable {
     public var hasSizeOnlyFiles: Bool {
         if preferredDelivery?.vouchesForUnhashedFiles == true { return false }
         return files.contains { $0.sha256 == nil }
-    }
-}
-
-extension CatalogModel {
-    /// Whether the recorded files of an install are exactly this model's files: the same
-    /// paths and sizes, and the same SHA-256 wherever the catalog gives one.
-    public func matches(recorded: [FileRecord]) -> Bool {
-        guard recorded.count == files.count else { return false }
-        let byPath = Dictionary(recorded.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
-        return files.allSatisfy { f in
-            guard let r = byPath[f.path], r.size == f.size else { return false }
-            return f.sha256 == nil || r.verifiedSha256 == f.sha256
-        }
     }
 }
 
@@ -188,7 +175,7 @@ public struct Catalog: Sendable {
     public var models: [CatalogModel]
     private var index: [String: Int]
 
-    /// A catalog from its values. ``CatalogLoader`` makes validated ones from JSON; a catalog
+    /// A catalog from its values. ``EngineSetup`` reads validated ones from JSON; a catalog
     /// made here is trusted as given (the built-in one was validated when it was generated).
     public init(schemaVersion: Int = 1, catalogVersion: Int, generatedAt: String, expiresAt: String? = nil, nextKey: CatalogKey? = nil,
                 models: [CatalogModel]) {

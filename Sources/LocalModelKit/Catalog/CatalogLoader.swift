@@ -2,24 +2,24 @@ import FoundationEssentials
 
 /// Decodes and validates catalogs. Every rule of Catalog/catalog.schema.json (and CatalogRules) is checked and every
 /// violation reported, never only the first; no input makes it crash.
-public struct CatalogLoader: Sendable {
+package struct CatalogLoader: Sendable {
     /// The largest catalog file read (P3: a catalog is read up to a fixed cap).
-    public static let maxCatalogBytes = 16 << 20
+    package static let maxCatalogBytes = 16 << 20
     /// The largest file or archive size accepted: 1 TiB.
-    public static let maxFileSize: Int64 = 1 << 40
+    package static let maxFileSize: Int64 = 1 << 40
     /// The most files one model may have.
-    public static let maxFilesPerModel = 100_000
+    package static let maxFilesPerModel = 100_000
     /// The newest catalog schema this build understands.
-    public static let supportedSchemaVersion = 1
+    package static let supportedSchemaVersion = 1
     /// Model ids that would collide with the store's own entries.
-    public static let reservedIds: Set<String> = ["voices", "records.sqlite3", "records.sqlite3-wal", "records.sqlite3-shm", UserCatalog.fileName]
+    package static let reservedIds: Set<String> = ["voices", "records.sqlite3", "records.sqlite3-wal", "records.sqlite3-shm", "user-catalog.json" /* UserCatalog.fileName */]
 
     /// A loader; it holds no state.
-    public init() {}
+    package init() {}
 
     /// Reads and validates a catalog file.
     /// - Throws: `CatalogError` naming the file and listing every problem.
-    public func load(contentsOf path: String) throws(CatalogError) -> Catalog {
+    package func load(contentsOf path: String) throws(CatalogError) -> Catalog {
         let bytes: [UInt8]
         do {
             bytes = try FileIO.readNamedInput(path, limit: Self.maxCatalogBytes)
@@ -30,7 +30,7 @@ public struct CatalogLoader: Sendable {
     }
 
     /// Validates catalog bytes; `source` names them in errors.
-    public func decode(_ bytes: [UInt8], source: String) throws(CatalogError) -> Catalog {
+    package func decode(_ bytes: [UInt8], source: String) throws(CatalogError) -> Catalog {
         if bytes.count > Self.maxCatalogBytes {
             throw CatalogError(source: source, issues: [CatalogIssue(path: "$", message: "larger than the \(Self.maxCatalogBytes >> 20) MiB limit for a catalog")])
         }
@@ -208,7 +208,7 @@ struct CatalogValidator {
 extension CatalogLoader {
     /// The catalog built into this binary: values generated from Catalog/catalog.json after
     /// validation (Scripts/embed-catalog), so nothing is parsed at start-up.
-    public func bundled() -> Catalog {
+    package func bundled() -> Catalog {
         BundledCatalog.catalog
     }
 }

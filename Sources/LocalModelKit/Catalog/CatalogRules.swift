@@ -1,15 +1,15 @@
 import FoundationEssentials
 
 /// The individual rules, shared by the loader and `catalog hash`.
-public enum CatalogRules {
+package enum CatalogRules {
     /// Whether `s` is 64 lowercase hex characters.
-    public static func isSHA256(_ s: String) -> Bool {
+    package static func isSHA256(_ s: String) -> Bool {
         var s = s
         return s.withUTF8 { b in b.count == 64 && b.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) } }
     }
 
     /// Why `id` is not a safe model id (a folder name in the store), or nil.
-    public static func idProblem(_ id: String) -> String? {
+    package static func idProblem(_ id: String) -> String? {
         let bytes = Array(id.utf8)
         guard let first = bytes.first else { return "must not be empty" }
         func lowerAlnum(_ b: UInt8) -> Bool { (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) }
@@ -24,7 +24,7 @@ public enum CatalogRules {
     }
 
     /// Why `path` is not a safe relative file path, or nil.
-    public static func pathProblem(_ path: String) -> String? {
+    package static func pathProblem(_ path: String) -> String? {
         // One pass over the UTF-8 bytes (this runs for every file of every model at start-up).
         let bytes = path.utf8
         if bytes.isEmpty { return "must not be empty" }
@@ -66,12 +66,12 @@ public enum CatalogRules {
 
     /// Whether `url` is plain http (then allowed only to loopback, and redirects may stay
     /// on plain http; an https URL never redirects down to it).
-    public static func isPlainHTTP(_ url: String) -> Bool {
+    package static func isPlainHTTP(_ url: String) -> Bool {
         url.utf8.count >= 7 && url.utf8.prefix(7).map { $0 | 0x20 } == Array("http://".utf8)
     }
 
     /// Why `url` may not be fetched, or nil: https only, plain http only to loopback.
-    public static func urlProblem(_ url: String) -> String? {
+    package static func urlProblem(_ url: String) -> String? {
         // Over the UTF-8 bytes: every delimiter here is ASCII, and this runs for every
         // source of every model at start-up.
         let b = Array(url.utf8)
@@ -107,7 +107,7 @@ public enum CatalogRules {
     }
 
     /// The lowercased host of a URL (`https://CDN.example:8443/x` → `cdn.example`), or nil.
-    public static func host(of url: String) -> String? {
+    package static func host(of url: String) -> String? {
         guard let rest = url.afterFirst("://") else { return nil }
         let authority = Array(rest.utf8.prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") })
         let withoutUser = authority.lastIndex(of: UInt8(ascii: "@")).map { authority[($0 + 1)...] } ?? authority[...]
@@ -123,7 +123,7 @@ public enum CatalogRules {
     /// digits, and, after percent-decoding, a segment that is `.` or `..`.
     /// Redirects and `--mirror` are checked by `urlProblem` alone (a mirror URL is an
     /// origin, not a folder a model's files are written under).
-    public static func sourceURLPathProblem(_ url: String) -> String? {
+    package static func sourceURLPathProblem(_ url: String) -> String? {
         let b = Array(url.utf8)
         var start = 0
         if let colon = b.firstIndex(of: UInt8(ascii: ":")), b.count > colon + 2,
@@ -212,25 +212,25 @@ public enum CatalogRules {
     }
 
     /// Loopback hosts: `localhost`, `127.0.0.0/8`, `[::1]`.
-    public static func isLoopback(_ host: String) -> Bool {
+    package static func isLoopback(_ host: String) -> Bool {
         if host == "localhost" || host == "[::1]" { return true }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
     /// A byte of a key name: ASCII letters, digits, `.`, `_`, `-` (a file name anywhere).
-    public static func isKeyNameByte(_ b: UInt8) -> Bool {
+    package static func isKeyNameByte(_ b: UInt8) -> Bool {
         (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2E || b == 0x5F || b == 0x2D
     }
 
     /// `YYYY-MM-DDTHH:MM:SSZ`, optionally with fractional seconds.
-    public static func isTimestamp(_ s: String) -> Bool {
+    package static func isTimestamp(_ s: String) -> Bool {
         epochSeconds(s) != nil
     }
 
     /// The whole seconds since 1970-01-01T00:00:00Z of a timestamp `isTimestamp` accepts
     /// (fractions dropped), or nil when `s` is not one.
-    public static func epochSeconds(_ s: String) -> Int64? {
+    package static func epochSeconds(_ s: String) -> Int64? {
         let b = Array(s.utf8)
         guard b.count >= 20, b.last == UInt8(ascii: "Z") else { return nil }
         let digitsAt = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]

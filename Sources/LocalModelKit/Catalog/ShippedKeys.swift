@@ -2,7 +2,7 @@
 
 extension TrustedCatalogKeys {
     /// `Catalog/keys/<name>.pub` → its PEM text.
-    public static let shipped: [(name: String, pem: String)] = [
+    package static let shipped: [(name: String, pem: String)] = [
         ("extentos-catalog-2026-12", """
             -----BEGIN PUBLIC KEY-----
             MCowBQYDK2VwAyEAaE1d+68KmRul5uV/Z74oPrp2EZ1RIwO1+uSZRzcrsSQ=

@@ -1,10 +1,10 @@
 /// The public keys trusted to sign catalogs: `shipped` (generated from `Catalog/keys/` by
 /// `Scripts/embed-catalog`; a test checks they are the same text). Only public halves live in the repository; the publisher keeps
 /// the private key. `EXTENTOS_CATALOG_KEYS` names a folder of more trusted `*.pub` keys.
-public enum TrustedCatalogKeys {
+package enum TrustedCatalogKeys {
     /// The shipped keys and those in `environment["EXTENTOS_CATALOG_KEYS"]` (every `*.pub`
     /// file in that folder holding an Ed25519 public key).
-    public static func all(environment: [String: String]) -> [(name: String, pem: String)] {
+    package static func all(environment: [String: String]) -> [(name: String, pem: String)] {
         load(environment: environment).keys
     }
 
@@ -12,7 +12,7 @@ public enum TrustedCatalogKeys {
     /// was skipped (not a regular file, too large, unreadable, not an Ed25519 public key), for
     /// the warnings the command prints and for doctor. Nothing is waited on: a FIFO there is
     /// skipped, not opened for reading.
-    public static func load(environment: [String: String]) -> (keys: [(name: String, pem: String)], skipped: [String]) {
+    package static func load(environment: [String: String]) -> (keys: [(name: String, pem: String)], skipped: [String]) {
         var keys = shipped
         var skipped: [String] = []
         guard let dir = environment["EXTENTOS_CATALOG_KEYS"], !dir.isEmpty else { return (keys, skipped) }
@@ -39,5 +39,5 @@ public enum TrustedCatalogKeys {
     }
 
     /// The largest key file read (a PEM public key is about 113 bytes).
-    public static let maxKeyFileBytes = 16 << 10
+    package static let maxKeyFileBytes = 16 << 10
 }

@@ -19,11 +19,11 @@ struct ArchiveDelivery: SourceDelivery {
     /// The name the archive's validators are saved under in the records.
     static let validatorKey = "@archive"
 
-    func fetch(in run: DownloadRun) throws(LocalModelError) -> FetchedTree {
+    func fetch(in run: any DeliveryRun) throws(LocalModelError) -> FetchedTree {
         let id = model.id
         run.onEvent(.phase(.download))
         let url = run.rewrite(archive.url)
-        let saved = run.recorder.prior.validators[Self.validatorKey]
+        let saved = run.savedValidators[Self.validatorKey]
         let request = FileRequest(name: FileIO.lastComponent(of: archive.url), url: url, partialPath: run.layout.partialArchivePath(id: id),
                                   boundary: run.layout.root, size: archive.size, sha256: archive.sha256, etag: saved?.etag,
                                   lastModified: saved?.lastModified)

@@ -11,12 +11,12 @@ struct FilesDelivery: SourceDelivery {
     var buildRoom: Int64 { 0 }
     var vouchesForUnhashedFiles: Bool { false }
     /// The base URL's path: a mirror serving `DIR` at its root serves these URLs.
-    var mirrorFolder: String? { LocalModelEngine.urlPath(of: baseURL) }
+    var mirrorFolder: String? { ModelURL.path(of: baseURL) }
     /// `…/ORG/REPO/resolve/REV/`, whatever the host.
     var huggingFaceRepository: (repo: String, revision: String)? { HuggingFaceCache.repository(ofBaseURL: baseURL) }
 
     /// Bytes in the partial folder, and files another install holds with the same SHA-256
-    /// (linked, not downloaded: see `DownloadRun.adoptStoredCopies`).
+    /// (linked, not downloaded: see `DeliveryRun.adoptStoredCopies`).
     func bytesPresent(in layout: StoreLayout, held: () -> Set<String>) -> Int64 {
         let dir = layout.partialPath(id: model.id)
         let inPartial = FileIO.isDirectory(dir)
@@ -43,9 +43,9 @@ struct FilesDelivery: SourceDelivery {
     /// Links what the store already holds and what the Hugging Face cache holds, fetches the
     /// rest into the partial folder; the tree is the partial folder, every file's hash
     /// computed on the way.
-    func fetch(in run: DownloadRun) throws(LocalModelError) -> FetchedTree {
+    func fetch(in run: any DeliveryRun) throws(LocalModelError) -> FetchedTree {
         run.onEvent(.phase(.download))
-        let saved = run.recorder.prior.validators
+        let saved = run.savedValidators
         let root = run.layout.partialPath(id: model.id)
         let fromStore = run.adoptStoredCopies()
         let fromCache = run.adoptHuggingFaceCopies()

@@ -93,12 +93,12 @@ public struct LocalCopySettings: Sendable, Equatable {
 
 /// The Hugging Face hub cache, laid out as the Hub client lays it out:
 /// `models--ORG--REPO/{blobs/<hash>, refs/<name>, snapshots/<commit>/<path> → ../../blobs/<hash>}`.
-public enum HuggingFaceCache {
+package enum HuggingFaceCache {
     /// The hub folder the Hub client would use: `$HF_HUB_CACHE`, else the older
     /// `$HUGGINGFACE_HUB_CACHE`, else `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`,
     /// else `~/.cache/huggingface/hub`, expanded as the client expands them (`~`, `~user`,
     /// `$VAR`: `HubClientPaths`). Nil when the default is needed and no home folder is known.
-    public static func hubFolder(environment: [String: String]) -> String? {
+    package static func hubFolder(environment: [String: String]) -> String? {
         HubClientPaths(environment: environment).hubCache
     }
 
@@ -106,8 +106,8 @@ public enum HuggingFaceCache {
     /// `https://host/ORG/REPO/resolve/REV/` → (`ORG/REPO`, `REV`), also under a path prefix
     /// (an `HF_ENDPOINT` such as `https://mirror.example/hf`: the two parts before the first
     /// `resolve` that has two). Nil for any other shape.
-    public static func repository(ofBaseURL url: String) -> (repo: String, revision: String)? {
-        guard let path = LocalModelEngine.urlPath(of: url) else { return nil }
+    package static func repository(ofBaseURL url: String) -> (repo: String, revision: String)? {
+        guard let path = ModelURL.path(of: url) else { return nil }
         let parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard let at = parts.indices.first(where: { $0 >= 2 && parts[$0] == "resolve" }), at + 1 < parts.count else { return nil }
         let (org, name) = (parts[at - 2], parts[at - 1])
@@ -289,4 +289,14 @@ struct LocalCopies {
     func bytes(of model: CatalogModel) -> Int64 {
         model.files.reduce(0) { $0 + (files[$1.path] == nil ? 0 : $1.size) }
     }
+}
+
+/// The files a download linked from the Hugging Face cache, before the transfer verified them.
+struct CacheAdoption {
+    var files: [String]
+    /// Those copied, not linked (another filesystem).
+    var copied: Set<String>
+    var place: LocalCopyPlace
+    /// `LocalCopies.foundIn`.
+    var foundIn: String
 }

@@ -35,7 +35,50 @@ protocol SourceDelivery {
     func requests(for files: [CatalogFile], into root: String, boundary: String, rewrite: (String) -> String) -> [FileRequest]?
 
     /// Fetches the model into the store, under `run`'s lock, and returns the verified tree.
-    func fetch(in run: DownloadRun) throws(LocalModelError) -> FetchedTree
+    func fetch(in run: any DeliveryRun) throws(LocalModelError) -> FetchedTree
+}
+
+/// The download a delivery runs in, as the delivery sees it: what it may ask (the store's
+/// folders, the saved validators, a transfer, a URL as fetched, adopted local copies) and
+/// how it reports back (events, typed failures). The download (`DownloadRun`) conforms;
+/// the delivery never sees the records, the recorder, the options or the engine, so data
+/// goes down as requests and comes back up as values (docs/ARCHITECTURE.md, "Folders and
+/// their layers"). As corelibs' `_EasyHandle` reports to its delegate.
+protocol DeliveryRun: AnyObject {
+    /// The store: partial, staging and install folders.
+    var layout: StoreLayout { get }
+    /// Set when the download is cancelled; an unpacking step polls it.
+    var cancellation: CancellationFlag { get }
+    /// The validators an earlier attempt saved, by file name (an archive's under
+    /// `ArchiveDelivery.validatorKey`), for `If-Range` resumes.
+    var savedValidators: [String: FileRecord] { get }
+    /// Reports an event (a phase, skipped archive entries) to the download's listener.
+    var onEvent: (DownloadEvent) -> Void { get }
+    /// A catalog URL as this download fetches it (`--mirror`, `HF_ENDPOINT`).
+    func rewrite(_ url: String) -> String
+    /// Runs the requests; the download records their progress (resume state, events).
+    /// - Parameters:
+    ///   - validatorKey: the name the validators are saved under (nil: each file's own).
+    ///   - readers: who reads a request's partial file while it is written, by index.
+    func transfer(_ requests: [FileRequest], plainHTTP: Bool, validatorKey: String?,
+                  readers: [Int: any PartialFileReader]) throws(LocalModelError) -> TransferResult
+    /// One file's failure as the download's error, with the bytes left on disk.
+    func failure(_ failure: FileFailure, request: FileRequest, result: TransferResult, downloadBytes: Int64) -> LocalModelError
+    /// A system failure as the download's error.
+    func io(_ error: any Error) -> LocalModelError
+    /// Links the files installed models hold into the partial folder; their paths.
+    func adoptStoredCopies() -> [String]
+    /// Links the files the Hugging Face cache holds into the partial folder; nil when none.
+    func adoptHuggingFaceCopies() -> CacheAdoption?
+    /// What came from the cache once the transfer verified it.
+    func usedLocalCopies(_ adoption: CacheAdoption, fromStore: [String]) -> LocalCopyUse
+}
+
+extension DeliveryRun {
+    /// A transfer with each file's own validators and no reader.
+    func transfer(_ requests: [FileRequest], plainHTTP: Bool) throws(LocalModelError) -> TransferResult {
+        try transfer(requests, plainHTTP: plainHTTP, validatorKey: nil, readers: [:])
+    }
 }
 
 extension SourceDelivery {

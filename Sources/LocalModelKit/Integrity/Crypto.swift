@@ -3,9 +3,9 @@
 internal import CCrypto
 
 /// A libcrypto failure, with OpenSSL's own message.
-public struct CryptoError: Error, Sendable, CustomStringConvertible {
+package struct CryptoError: Error, Sendable, CustomStringConvertible {
     /// What was attempted, then OpenSSL's message (`ERR_error_string_n`).
-    public var description: String
+    package var description: String
 
     init(_ what: String) {
         let code = ERR_get_error()
@@ -27,15 +27,15 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
 /// hasher.update(chunk)
 /// let hex = try hasher.finalize()
 /// ```
-public final class SHA256Hasher {
+package final class SHA256Hasher {
     private let context: OpaquePointer
     private var finished = false
     /// Bytes fed so far.
-    public private(set) var count: Int64 = 0
+    package private(set) var count: Int64 = 0
 
     /// A fresh SHA-256 context.
     /// - Throws: ``CryptoError`` when libcrypto cannot make one (out of memory).
-    public init() throws(CryptoError) {
+    package init() throws(CryptoError) {
         guard let ctx = EVP_MD_CTX_new() else { throw CryptoError("create SHA-256 context") }
         guard EVP_DigestInit_ex(ctx, EVP_sha256(), nil) == 1 else {
             EVP_MD_CTX_free(ctx)
@@ -47,7 +47,7 @@ public final class SHA256Hasher {
     deinit { EVP_MD_CTX_free(context) }
 
     /// Feeds `bytes` (after ``finalize()`` is a bug, and traps).
-    public func update(_ bytes: UnsafeRawBufferPointer) {
+    package func update(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         // EVP_DigestUpdate on an initialised SHA-256 context cannot fail.
         let ok = EVP_DigestUpdate(context, base, bytes.count)
@@ -56,12 +56,12 @@ public final class SHA256Hasher {
     }
 
     /// Feeds `bytes`.
-    public func update(_ bytes: [UInt8]) {
+    package func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
     /// The digest as 64 lowercase hex characters.
-    public func finalize() throws(CryptoError) -> String {
+    package func finalize() throws(CryptoError) -> String {
         precondition(!finished, "SHA-256 finalized twice")
         finished = true
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
@@ -71,7 +71,7 @@ public final class SHA256Hasher {
     }
 
     /// The SHA-256 of `bytes` as 64 lowercase hex characters.
-    public static func hash(_ bytes: [UInt8]) throws(CryptoError) -> String {
+    package static func hash(_ bytes: [UInt8]) throws(CryptoError) -> String {
         let hasher = try SHA256Hasher()
         hasher.update(bytes)
         return try hasher.finalize()
@@ -81,7 +81,7 @@ public final class SHA256Hasher {
     /// - Parameters:
     ///   - path: the file (links are followed: callers pass paths they control).
     ///   - limit: stop after this many bytes (used to hash a partial's prefix).
-    public static func hashFile(atPath path: String, limit: Int64 = .max) throws(FileHashError) -> (sha256: String, size: Int64) {
+    package static func hashFile(atPath path: String, limit: Int64 = .max) throws(FileHashError) -> (sha256: String, size: Int64) {
         let hasher: SHA256Hasher
         do { hasher = try SHA256Hasher() } catch { throw .crypto(error) }
         let bufferSize = 1 << 20
@@ -108,14 +108,14 @@ public final class SHA256Hasher {
 }
 
 /// Why a file could not be hashed: reading it, or libcrypto.
-public enum FileHashError: Error, Sendable, CustomStringConvertible {
+package enum FileHashError: Error, Sendable, CustomStringConvertible {
     /// Opening or reading the file failed.
     case system(SystemError)
     /// libcrypto failed.
     case crypto(CryptoError)
 
     /// The underlying message.
-    public var description: String {
+    package var description: String {
         switch self {
         case .system(let error): return error.message
         case .crypto(let error): return "\(error)"
@@ -140,9 +140,9 @@ func hex<S: Sequence>(_ bytes: S) -> String where S.Element == UInt8 {
 /// Ed25519 signatures over libcrypto (`EVP_PKEY_ED25519`), for signed catalogs. Keys are
 /// PEM as OpenSSL writes them (PKCS#8 private keys, SubjectPublicKeyInfo public keys);
 /// signatures are the raw 64 bytes, interoperable with `openssl pkeyutl -sign -rawin`.
-public enum Ed25519 {
+package enum Ed25519 {
     /// A new key pair, as PEM text: (private, public).
-    public static func generate() throws(CryptoError) -> (privatePEM: String, publicPEM: String) {
+    package static func generate() throws(CryptoError) -> (privatePEM: String, publicPEM: String) {
         guard let ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_ED25519, nil) else { throw CryptoError("create an Ed25519 key context") }
         defer { EVP_PKEY_CTX_free(ctx) }
         var key: OpaquePointer?
@@ -154,14 +154,14 @@ public enum Ed25519 {
     }
 
     /// The public key (PEM) of a private key (PEM).
-    public static func publicKey(ofPrivate privatePEM: String) throws(CryptoError) -> String {
+    package static func publicKey(ofPrivate privatePEM: String) throws(CryptoError) -> String {
         let key = try readKey(privatePEM, isPrivate: true)
         defer { EVP_PKEY_free(key) }
         return try pem { bio in PEM_write_bio_PUBKEY(bio, key) }
     }
 
     /// The 64-byte signature of `message`.
-    public static func sign(_ message: [UInt8], privatePEM: String) throws(CryptoError) -> [UInt8] {
+    package static func sign(_ message: [UInt8], privatePEM: String) throws(CryptoError) -> [UInt8] {
         let key = try readKey(privatePEM, isPrivate: true)
         defer { EVP_PKEY_free(key) }
         guard let md = EVP_MD_CTX_new() else { throw CryptoError("create a signing context") }
@@ -177,7 +177,7 @@ public enum Ed25519 {
     }
 
     /// True only when `signature` is `message`'s Ed25519 signature by `publicPEM`'s key.
-    public static func verify(_ message: [UInt8], signature: [UInt8], publicPEM: String) -> Bool {
+    package static func verify(_ message: [UInt8], signature: [UInt8], publicPEM: String) -> Bool {
         guard signature.count == 64, let key = try? readKey(publicPEM, isPrivate: false) else { return false }
         defer { EVP_PKEY_free(key) }
         guard let md = EVP_MD_CTX_new() else { return false }
@@ -191,7 +191,7 @@ public enum Ed25519 {
     }
 
     /// Whether `pem` holds an Ed25519 public key.
-    public static func isPublicKey(_ pem: String) -> Bool {
+    package static func isPublicKey(_ pem: String) -> Bool {
         guard let key = try? readKey(pem, isPrivate: false) else { return false }
         defer { EVP_PKEY_free(key) }
         return EVP_PKEY_get_base_id(key) == EVP_PKEY_ED25519

@@ -1,37 +1,37 @@
 
 /// What an unattended prefetch may do (docs/prefetch.md).
-public struct PrefetchPolicy: Sendable {
+package struct PrefetchPolicy: Sendable {
     /// Never leave less than this free after a download (MiB).
-    public var minFreeMb: Int64 = 0
+    package var minFreeMb: Int64 = 0
     /// A byte budget for this run; a model needing more is left for a later run.
-    public var maxBytes: Int64?
+    package var maxBytes: Int64?
     /// Only inside this local-time window; a download still running when it closes stops.
-    public var window: TimeWindow?
+    package var window: TimeWindow?
     /// Only on mains power.
-    public var requireAC = false
+    package var requireAC = false
     /// Only while the 1-minute load average is under this.
-    public var maxLoad: Double?
+    package var maxLoad: Double?
     /// Only on a connection that is not metered (NetworkManager's `Metered`, or
     /// `EXTENTOS_METERED`); an unknown state counts as unmetered, and the run says so.
-    public var requireUnmetered = false
+    package var requireUnmetered = false
     /// A random delay of up to this many seconds before any network use.
-    public var jitterSeconds: Double = 0
+    package var jitterSeconds: Double = 0
     /// Also the voice model.
-    public var includeVoice = false
+    package var includeVoice = false
     /// Say what would happen and why; touch nothing.
-    public var dryRun = false
+    package var dryRun = false
     /// A signed catalog to update from first (`EXTENTOS_CATALOG_URL`); a failed update
     /// never stops the run, which then uses the catalog it already trusts.
-    public var catalogURL: String?
+    package var catalogURL: String?
     /// The keys trusted to sign that catalog.
-    public var catalogKeys: [(name: String, pem: String)] = TrustedCatalogKeys.shipped
+    package var catalogKeys: [(name: String, pem: String)] = TrustedCatalogKeys.shipped
 
     /// No window, no power, load, size or space limit, no jitter: every check off.
-    public init() {}
+    package init() {}
 }
 
 /// What a prefetch reports, one line each.
-public enum PrefetchEvent: Sendable, Equatable {
+package enum PrefetchEvent: Sendable, Equatable {
     /// A condition stopped the run before any network use: the condition and the value seen.
     case stopped(String)
     /// Nothing to fetch, and why.
@@ -63,7 +63,7 @@ public enum PrefetchEvent: Sendable, Equatable {
 }
 
 /// How a prefetch ended.
-public enum PrefetchOutcome: Sendable, Equatable {
+package enum PrefetchOutcome: Sendable, Equatable {
     /// Another prefetch holds the store-wide lock; nothing was done.
     case alreadyRunning
     /// Ran to its end (fetched what it could, or stopped by a condition or the window).
@@ -73,7 +73,7 @@ public enum PrefetchOutcome: Sendable, Equatable {
 extension LocalModelEngine {
     /// The models a prefetch would fetch: `autoChoice()`'s download target, and the voice
     /// with `includeVoice`; or why there is nothing.
-    public func prefetchTargets(includeVoice: Bool) throws(LocalModelError) -> (targets: [CatalogModel], why: String?) {
+    package func prefetchTargets(includeVoice: Bool) throws(LocalModelError) -> (targets: [CatalogModel], why: String?) {
         let decision: AutoDecision
         do { decision = try autoChoice() } catch { throw .wrap(error) }
         var targets: [CatalogModel] = []
@@ -95,7 +95,7 @@ extension LocalModelEngine {
 
     /// Runs one unattended prefetch under the store-wide prefetch lock. Conditions are
     /// checked before any network use; downloads go through `downloadBlocking`, the one path.
-    public func prefetch(policy: PrefetchPolicy, conditions probe: PrefetchConditionsProbe, options: DownloadOptions,
+    package func prefetch(policy: PrefetchPolicy, conditions probe: PrefetchConditionsProbe, options: DownloadOptions,
                          cancellation: CancellationFlag, onEvent: @escaping (PrefetchEvent) -> Void,
                          onDownload: @escaping (DownloadEvent) -> Void) throws(LocalModelError) -> PrefetchOutcome {
         // The lock: a dry run takes none (it touches nothing); a second run leaves at once.

@@ -1,13 +1,13 @@
 /// `HH:MM-HH:MM` in local time; a window whose end comes before its start runs across
 /// midnight (`22:00-06:00`).
-public struct TimeWindow: Sendable, Equatable, CustomStringConvertible {
+package struct TimeWindow: Sendable, Equatable, CustomStringConvertible {
     /// Minutes after local midnight when it opens.
-    public var start: Int
+    package var start: Int
     /// Minutes after local midnight when it closes (before `start`: the next day).
-    public var end: Int
+    package var end: Int
 
     /// `HH:MM-HH:MM` (two digits each; start and end differ), or nil for anything else.
-    public init?(_ text: String) {
+    package init?(_ text: String) {
         let halves = text.split(separator: "-", omittingEmptySubsequences: false)
         guard halves.count == 2, let a = Self.minutes(halves[0]), let b = Self.minutes(halves[1]), a != b else { return nil }
         start = a
@@ -22,7 +22,7 @@ public struct TimeWindow: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Seconds until the window closes, from `second` of the local day; nil outside it.
-    public func secondsLeft(atSecondOfDay second: Int) -> Int? {
+    package func secondsLeft(atSecondOfDay second: Int) -> Int? {
         let s = start * 60, e = end * 60
         if s < e { return second >= s && second < e ? e - second : nil }
         if second >= s { return 86_400 - second + e }
@@ -30,16 +30,16 @@ public struct TimeWindow: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// `HH:MM-HH:MM`.
-    public var description: String {
+    package var description: String {
         func hm(_ m: Int) -> String { (m / 60 < 10 ? "0" : "") + "\(m / 60):" + (m % 60 < 10 ? "0" : "") + "\(m % 60)" }
         return hm(start) + "-" + hm(end)
     }
 }
 
 /// What a prefetch checks about the device before any network use.
-public struct PrefetchConditions: Sendable, Equatable {
+package struct PrefetchConditions: Sendable, Equatable {
     /// What powers the machine.
-    public enum Power: Sendable, Equatable {
+    package enum Power: Sendable, Equatable {
         /// A mains supply (AC adapter) is online.
         case mains
         /// Batteries only.
@@ -48,22 +48,22 @@ public struct PrefetchConditions: Sendable, Equatable {
         case noBattery
     }
     /// Seconds after local midnight, now.
-    public var secondOfDay: Int
+    package var secondOfDay: Int
     /// The local time as text, for messages ("06:00:02").
-    public var clock: String
+    package var clock: String
     /// What powers the machine (`--require-ac` wants mains, or no battery).
-    public var power: Power
+    package var power: Power
     /// Where the power reading came from, for messages.
-    public var powerSource: String
+    package var powerSource: String
     /// The 1-minute load average, nil when unknown.
-    public var load1: Double?
+    package var load1: Double?
 }
 
 /// Whether the network costs by the byte (a phone's hotspot), as NetworkManager sees the
 /// primary connection, or as `EXTENTOS_METERED` says.
-public struct MeteredReading: Sendable, Equatable {
+package struct MeteredReading: Sendable, Equatable {
     /// The connection's cost, as far as is known.
-    public enum State: String, Sendable, Equatable {
+    package enum State: String, Sendable, Equatable {
         /// NetworkManager says `yes` or `guess-yes`, or `EXTENTOS_METERED=yes`.
         case metered
         /// `no` or `guess-no`, or `EXTENTOS_METERED=no`.
@@ -72,10 +72,10 @@ public struct MeteredReading: Sendable, Equatable {
         case unknown
     }
     /// Metered, unmetered or unknown.
-    public var state: State
+    package var state: State
     /// Where the answer came from, for messages ("NetworkManager: guess-yes",
     /// "EXTENTOS_METERED=yes", "NetworkManager is not running …").
-    public var source: String
+    package var source: String
 }
 
 /// Reads the conditions from the system, or from the documented overrides:
@@ -83,17 +83,17 @@ public struct MeteredReading: Sendable, Equatable {
 /// `EXTENTOS_POWER_SUPPLY_DIR` (a folder shaped like `/sys/class/power_supply`),
 /// `EXTENTOS_LOADAVG` (a number), `EXTENTOS_METERED` (`yes` or `no`). Instance-based: one per run, so the overridden clock
 /// advances from the moment the run started.
-public final class PrefetchConditionsProbe: Sendable {
+package final class PrefetchConditionsProbe: Sendable {
     let environment: [String: String]
     private let startedAt = SystemClock.monotonicSeconds()
 
     /// A probe for one run; its overridden clock starts advancing now.
-    public init(environment: [String: String]) {
+    package init(environment: [String: String]) {
         self.environment = environment
     }
 
     /// A problem with an override's value, to report (the real reading is used instead).
-    public func overrideProblems() -> [String] {
+    package func overrideProblems() -> [String] {
         var problems: [String] = []
         if let now = environment["EXTENTOS_NOW"], Self.secondOfDay(iso: now) == nil {
             problems.append("EXTENTOS_NOW='\(now.prefix(40))' is not an ISO 8601 local time (2026-12-01T05:30:00); the real clock is used")
@@ -120,7 +120,7 @@ public final class PrefetchConditionsProbe: Sendable {
     /// NetworkManager's `Metered` over the system bus (`yes` and `guess-yes` are metered).
     /// Without NetworkManager the state is unknown. Asks the bus on every call: only
     /// `--require-unmetered` calls it, once per run.
-    public func metered() -> MeteredReading {
+    package func metered() -> MeteredReading {
         if let text = environment["EXTENTOS_METERED"], let state = Self.meteredOverride(text) {
             return MeteredReading(state: state, source: "EXTENTOS_METERED=\(text.trimmingWhitespace())")
         }
@@ -136,14 +136,14 @@ public final class PrefetchConditionsProbe: Sendable {
     }
 
     /// The clock, the power and the load, read now (overrides first).
-    public func read() -> PrefetchConditions {
+    package func read() -> PrefetchConditions {
         let second = secondOfDay()
         let (power, source) = readPower()
         return PrefetchConditions(secondOfDay: second, clock: Self.clock(second), power: power, powerSource: source, load1: readLoad())
     }
 
     /// Seconds after local midnight now (the override advances with the monotonic clock).
-    public func secondOfDay() -> Int {
+    package func secondOfDay() -> Int {
         if let text = environment["EXTENTOS_NOW"], let base = Self.secondOfDay(iso: text) {
             let elapsed = Int((SystemClock.monotonicSeconds() - startedAt).rounded(.down))
             return (base + elapsed) % 86_400

@@ -54,25 +54,25 @@ public struct InstallRecord: Sendable, Equatable {
 }
 
 /// One file of a model's record.
-public struct FileRecord: Sendable, Equatable {
+package struct FileRecord: Sendable, Equatable {
     /// The file's path inside the model's folder, as the catalog names it.
-    public var path: String
+    package var path: String
     /// The file's size in bytes, as the catalog declares it.
-    public var size: Int64
+    package var size: Int64
     /// The catalog's hash, when it has one.
-    public var sha256: String?
+    package var sha256: String?
     /// The server's validators, for `If-Range` on resume.
-    public var etag: String?
+    package var etag: String?
     /// The server's `Last-Modified`, used for `If-Range` when there is no strong ETag.
-    public var lastModified: String?
+    package var lastModified: String?
     /// Bytes already on disk (in `.partial`, or all of them once installed).
-    public var bytesPresent: Int64
+    package var bytesPresent: Int64
     /// The SHA-256 computed while installing; `verify` compares against it when the
     /// catalog has no hash.
-    public var verifiedSha256: String?
+    package var verifiedSha256: String?
 
     /// A file's record; a new one has no bytes present and no validators yet.
-    public init(path: String, size: Int64, sha256: String?, etag: String? = nil, lastModified: String? = nil,
+    package init(path: String, size: Int64, sha256: String?, etag: String? = nil, lastModified: String? = nil,
                 bytesPresent: Int64 = 0, verifiedSha256: String? = nil) {
         self.path = path
         self.size = size
@@ -155,7 +155,7 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .corrupt(path, detail):
-            return "records database \(path) is damaged or not a database (\(detail)); it is left as it is. Move it aside with its -wal/-shm files (nothing is deleted): \(RecordsRecovery.moveAsideCommand(recordsPath: path)) — then run 'glasses-local doctor': it starts new records (install records and history are lost) and says which models on disk are re-verified and which are fetched again."
+            return "records database \(path) is damaged or not a database (\(detail)); it is left as it is. Move it aside with its -wal/-shm files (nothing is deleted): \(Self.moveAsideCommand(recordsPath: path)) — then run 'glasses-local doctor': it starts new records (install records and history are lost) and says which models on disk are re-verified and which are fetched again."
         case let .aborted(path, reason):
             return "a change to the records database \(path) was abandoned (\(reason)); nothing of it was written."
         case let .unavailable(path, detail):
@@ -181,5 +181,5 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
 extension FileRecord {
     /// The key under which the store knows a file's bytes: its SHA-256 and size. A file of a
     /// model to install with a key the store holds is linked, not downloaded.
-    public static func heldKey(sha256: String, size: Int64) -> String { sha256 + ":\(size)" }
+    package static func heldKey(sha256: String, size: Int64) -> String { sha256 + ":\(size)" }
 }

@@ -6,11 +6,11 @@ import FoundationEssentials
 /// file; WAL lets readers proceed while one writer writes, every write runs in
 /// `BEGIN IMMEDIATE`, and a busy database is waited for and retried — `SQLITE_BUSY`
 /// never reaches a caller (P9).
-public final class Records: Sendable {
+package final class Records: Sendable {
     /// The schema version this build writes (`PRAGMA user_version`).
-    public static var schemaVersion: Int { migrations.count }
+    package static var schemaVersion: Int { migrations.count }
     /// The database file (`STORE/records.sqlite3`).
-    public let path: String
+    package let path: String
     private let connection: Locked<SQLiteConnection>
     private let now: @Sendable () -> Double
     /// Longest total wait for another process's write lock.
@@ -22,7 +22,7 @@ public final class Records: Sendable {
     ///   - create: false opens an existing file read-write and fails if it is absent.
     ///   - busyLimitSeconds: the longest total wait for another process's write lock.
     ///   - now: the clock (seconds since 1970), a parameter for tests.
-    public init(path: String, create: Bool = true, busyLimitSeconds: Double = 120,
+    package init(path: String, create: Bool = true, busyLimitSeconds: Double = 120,
                 now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }) throws(RecordsError) {
         self.path = path
         self.now = now
@@ -236,7 +236,7 @@ public final class Records: Sendable {
     /// A database busy with another process's write is waited for, never reported.
     /// `body` uses the context's statements, which throw `SQLiteError`; whatever it throws
     /// comes out as the records' one error type.
-    public func write<T>(_ body: (WriteContext) throws -> T) throws(RecordsError) -> T {
+    package func write<T>(_ body: (WriteContext) throws -> T) throws(RecordsError) -> T {
         try connection.withLock { (db: inout SQLiteConnection) throws(RecordsError) -> T in
             let conn = db
             try Records.withBusyRetry(path: path, limit: busyLimitSeconds) { () throws(SQLiteError) in
@@ -257,7 +257,7 @@ public final class Records: Sendable {
 
     /// Runs read-only queries on one consistent snapshot (one deferred transaction:
     /// another process's commit never shows up halfway through).
-    public func read<T>(_ body: (ReadContext) throws -> T) throws(RecordsError) -> T {
+    package func read<T>(_ body: (ReadContext) throws -> T) throws(RecordsError) -> T {
         try connection.withLock { (db: inout SQLiteConnection) throws(RecordsError) -> T in
             let conn = db
             do {
@@ -284,35 +284,35 @@ public final class Records: Sendable {
     // MARK: Convenience
 
     /// The model's record, or nil, in a read transaction of its own.
-    public func install(_ modelId: String) throws(RecordsError) -> InstallRecord? { try read { try $0.install(modelId) } }
+    package func install(_ modelId: String) throws(RecordsError) -> InstallRecord? { try read { try $0.install(modelId) } }
     /// Every record, in a read transaction of its own.
-    public func installs() throws(RecordsError) -> [InstallRecord] { try read { try $0.installs() } }
+    package func installs() throws(RecordsError) -> [InstallRecord] { try read { try $0.installs() } }
     /// The model's file rows, in a read transaction of its own.
-    public func files(_ modelId: String) throws(RecordsError) -> [FileRecord] { try read { try $0.files(modelId) } }
+    package func files(_ modelId: String) throws(RecordsError) -> [FileRecord] { try read { try $0.files(modelId) } }
     /// The newest `limit` events (of one model, or all), oldest first.
-    public func history(modelId: String? = nil, limit: Int = 1000) throws(RecordsError) -> [HistoryEvent] {
+    package func history(modelId: String? = nil, limit: Int = 1000) throws(RecordsError) -> [HistoryEvent] {
         try read { try $0.history(modelId: modelId, limit: limit) }
     }
 
     /// Appends one history event in its own transaction.
-    public func append(_ kind: HistoryEvent.Kind, modelId: String?, detail: String? = nil) throws(RecordsError) {
+    package func append(_ kind: HistoryEvent.Kind, modelId: String?, detail: String? = nil) throws(RecordsError) {
         try write { try $0.append(kind, modelId: modelId, detail: detail) }
     }
 
     /// `PRAGMA integrity_check`: "ok", or SQLite's list of problems.
-    public func integrityCheck() throws(RecordsError) -> String {
+    package func integrityCheck() throws(RecordsError) -> String {
         try read { ctx in
             try ctx.db.query("PRAGMA integrity_check").compactMap { $0[0].string }.joined(separator: "; ")
         }
     }
 
     /// `PRAGMA journal_mode` as it is now.
-    public func journalMode() throws(RecordsError) -> String {
+    package func journalMode() throws(RecordsError) -> String {
         try read { try $0.db.scalar("PRAGMA journal_mode").string ?? "" }
     }
 
     /// `PRAGMA user_version`.
-    public func userVersion() throws(RecordsError) -> Int {
+    package func userVersion() throws(RecordsError) -> Int {
         try read { Int(try $0.db.scalar("PRAGMA user_version").int64 ?? 0) }
     }
 }

@@ -1,7 +1,7 @@
 import FoundationEssentials
 
 /// Queries available inside `Records.read`.
-public struct ReadContext {
+package struct ReadContext {
     let db: SQLiteConnection
 
     static let installColumns = "model_id, kind, state, catalog_version, path, total_bytes, created_at, updated_at, installed_at, last_error, source"
@@ -16,17 +16,17 @@ public struct ReadContext {
     }
 
     /// The model's record, or nil when there is none.
-    public func install(_ modelId: String) throws(SQLiteError) -> InstallRecord? {
+    package func install(_ modelId: String) throws(SQLiteError) -> InstallRecord? {
         try db.query("SELECT \(Self.installColumns) FROM installs WHERE model_id = ?", [.text(modelId)]).first.flatMap(Self.decodeInstall)
     }
 
     /// Every record, by model id.
-    public func installs() throws(SQLiteError) -> [InstallRecord] {
+    package func installs() throws(SQLiteError) -> [InstallRecord] {
         try db.query("SELECT \(Self.installColumns) FROM installs ORDER BY model_id").compactMap(Self.decodeInstall)
     }
 
     /// Every model's file rows, in one query (start-up repair checks them all).
-    public func allFiles() throws(SQLiteError) -> [String: [FileRecord]] {
+    package func allFiles() throws(SQLiteError) -> [String: [FileRecord]] {
         var out: [String: [FileRecord]] = [:]
         for row in try db.query("""
             SELECT model_id, path, size, sha256, etag, last_modified, bytes_present, verified_sha256
@@ -41,7 +41,7 @@ public struct ReadContext {
 
     /// `sha256:size` of every verified file of an installed model: the bytes the store holds
     /// (what a download links instead of fetching). One lean query for start-up.
-    public func heldFiles() throws(SQLiteError) -> Set<String> {
+    package func heldFiles() throws(SQLiteError) -> Set<String> {
         var held = Set<String>()
         for row in try db.query("""
             SELECT f.verified_sha256, f.size FROM files f JOIN installs i ON i.model_id = f.model_id
@@ -53,7 +53,7 @@ public struct ReadContext {
     }
 
     /// The model's file rows (an install's files as verified), by path.
-    public func files(_ modelId: String) throws(SQLiteError) -> [FileRecord] {
+    package func files(_ modelId: String) throws(SQLiteError) -> [FileRecord] {
         try db.query("""
             SELECT path, size, sha256, etag, last_modified, bytes_present, verified_sha256
             FROM files WHERE model_id = ? ORDER BY path
@@ -64,7 +64,7 @@ public struct ReadContext {
     }
 
     /// Newest last; `limit` keeps the newest events.
-    public func history(modelId: String?, limit: Int) throws(SQLiteError) -> [HistoryEvent] {
+    package func history(modelId: String?, limit: Int) throws(SQLiteError) -> [HistoryEvent] {
         let rows: [SQLiteRow]
         if let modelId {
             rows = try db.query("SELECT id, at, model_id, event, detail FROM (SELECT * FROM events WHERE model_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
@@ -77,7 +77,7 @@ public struct ReadContext {
     }
 
     /// Bytes reserved by downloads in flight, except `excluding`'s own.
-    public func reservedBytes(excluding modelId: String? = nil) throws(SQLiteError) -> Int64 {
+    package func reservedBytes(excluding modelId: String? = nil) throws(SQLiteError) -> Int64 {
         // Summed here, saturating: SQLite's SUM fails on an overflow, and a damaged or
         // hostile database must not stop every download (P12).
         ExternalNumber.saturatingSum(try db.query("SELECT bytes FROM reservations WHERE model_id IS NOT ?",
@@ -85,14 +85,14 @@ public struct ReadContext {
     }
 
     /// The bytes each download in flight has reserved, and the process that holds it.
-    public func reservations() throws(SQLiteError) -> [(modelId: String, pid: Int32, bytes: Int64)] {
+    package func reservations() throws(SQLiteError) -> [(modelId: String, pid: Int32, bytes: Int64)] {
         try db.query("SELECT model_id, pid, bytes FROM reservations ORDER BY model_id").map {
             ($0[0].string ?? "", Int32(truncatingIfNeeded: $0[1].int64 ?? 0), max(0, $0[2].int64 ?? 0))
         }
     }
 
     /// Resume state of a download in flight (validators for `If-Range`, bytes present).
-    public func partialFiles(_ modelId: String) throws(SQLiteError) -> [FileRecord] {
+    package func partialFiles(_ modelId: String) throws(SQLiteError) -> [FileRecord] {
         try db.query("SELECT path, size, etag, last_modified, bytes_present FROM partial_files WHERE model_id = ? ORDER BY path",
                      [.text(modelId)]).map { row in
             FileRecord(path: row[0].string ?? "", size: row[1].int64 ?? 0, sha256: nil, etag: row[2].string,
@@ -101,28 +101,28 @@ public struct ReadContext {
     }
 
     /// The highest catalog version this store has accepted (0 when none).
-    public func highestCatalogVersion() throws(SQLiteError) -> Int {
+    package func highestCatalogVersion() throws(SQLiteError) -> Int {
         Int(try db.scalar("SELECT value FROM meta WHERE key = 'catalogVersion'").int64 ?? 0)
     }
 
     /// The digest of the signed catalog of `version` as it was accepted (its bytes and its
     /// signature's, `CatalogDigest`), or nil for a catalog accepted before digests were kept.
-    public func catalogDigest(version: Int) throws(SQLiteError) -> String? {
+    package func catalogDigest(version: Int) throws(SQLiteError) -> String? {
         try db.scalar("SELECT value FROM meta WHERE key = ?", [.text("catalogDigest.\(version)")]).string
     }
 }
 
 /// Statements available inside `Records.write` (reads too).
-public struct WriteContext {
+package struct WriteContext {
     let db: SQLiteConnection
     /// The transaction's timestamp.
-    public let now: Double
+    package let now: Double
 
     /// The reads, inside this transaction (they see its writes so far).
-    public var read: ReadContext { ReadContext(db: db) }
+    package var read: ReadContext { ReadContext(db: db) }
 
     /// Inserts or replaces a model's record (its files are kept unless replaced).
-    public func upsert(_ r: InstallRecord) throws(SQLiteError) {
+    package func upsert(_ r: InstallRecord) throws(SQLiteError) {
         try db.query("""
             INSERT INTO installs (model_id, kind, state, catalog_version, path, total_bytes, created_at, updated_at, installed_at, last_error, source)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -137,13 +137,13 @@ public struct WriteContext {
     }
 
     /// Replaces every file row of a model.
-    public func setFiles(_ modelId: String, _ files: [FileRecord]) throws(SQLiteError) {
+    package func setFiles(_ modelId: String, _ files: [FileRecord]) throws(SQLiteError) {
         try db.query("DELETE FROM files WHERE model_id = ?", [.text(modelId)])
         for f in files { try upsertFile(modelId, f) }
     }
 
     /// Inserts or replaces one file row of a model.
-    public func upsertFile(_ modelId: String, _ f: FileRecord) throws(SQLiteError) {
+    package func upsertFile(_ modelId: String, _ f: FileRecord) throws(SQLiteError) {
         try db.query("""
             INSERT INTO files (model_id, path, size, sha256, etag, last_modified, bytes_present, verified_sha256)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -156,20 +156,20 @@ public struct WriteContext {
 
     /// Removes a model's record and its files' rows. Returns whether there was one.
     @discardableResult
-    public func deleteInstall(_ modelId: String) throws(SQLiteError) -> Bool {
+    package func deleteInstall(_ modelId: String) throws(SQLiteError) -> Bool {
         try db.query("DELETE FROM files WHERE model_id = ?", [.text(modelId)])
         try db.query("DELETE FROM installs WHERE model_id = ?", [.text(modelId)])
         return db.changes > 0
     }
 
     /// Appends a history event, timed at the transaction's ``now``.
-    public func append(_ kind: HistoryEvent.Kind, modelId: String?, detail: String? = nil) throws(SQLiteError) {
+    package func append(_ kind: HistoryEvent.Kind, modelId: String?, detail: String? = nil) throws(SQLiteError) {
         try db.query("INSERT INTO events (at, model_id, event, detail) VALUES (?, ?, ?, ?)",
                      [.real(now), modelId.map { .text($0) } ?? .null, .text(kind.rawValue), detail.map { .text($0) } ?? .null])
     }
 
     /// Reserves (or updates) the bytes a download of `modelId` still needs.
-    public func reserve(_ modelId: String, bytes: Int64, pid: Int32) throws(SQLiteError) {
+    package func reserve(_ modelId: String, bytes: Int64, pid: Int32) throws(SQLiteError) {
         try db.query("""
             INSERT INTO reservations (model_id, pid, bytes, created_at) VALUES (?, ?, ?, ?)
             ON CONFLICT(model_id) DO UPDATE SET pid = excluded.pid, bytes = excluded.bytes
@@ -177,12 +177,12 @@ public struct WriteContext {
     }
 
     /// Drops the model's reservation (its download ended).
-    public func release(_ modelId: String) throws(SQLiteError) {
+    package func release(_ modelId: String) throws(SQLiteError) {
         try db.query("DELETE FROM reservations WHERE model_id = ?", [.text(modelId)])
     }
 
     /// Saves a file's resume state.
-    public func upsertPartialFile(_ modelId: String, _ f: FileRecord) throws(SQLiteError) {
+    package func upsertPartialFile(_ modelId: String, _ f: FileRecord) throws(SQLiteError) {
         try db.query("""
             INSERT INTO partial_files (model_id, path, size, etag, last_modified, bytes_present, updated_at)
             VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -193,12 +193,12 @@ public struct WriteContext {
     }
 
     /// Forgets the model's resume state (its partial data is gone or installed).
-    public func clearPartialFiles(_ modelId: String) throws(SQLiteError) {
+    package func clearPartialFiles(_ modelId: String) throws(SQLiteError) {
         try db.query("DELETE FROM partial_files WHERE model_id = ?", [.text(modelId)])
     }
 
     /// Records a catalog version as seen; it never goes down.
-    public func noteCatalogVersion(_ version: Int) throws(SQLiteError) {
+    package func noteCatalogVersion(_ version: Int) throws(SQLiteError) {
         try db.query("""
             INSERT INTO meta (key, value) VALUES ('catalogVersion', ?)
             ON CONFLICT(key) DO UPDATE SET value = MAX(value, excluded.value)
@@ -208,7 +208,7 @@ public struct WriteContext {
     /// Remembers what the accepted catalog of `version` looked like (its digest), so that a
     /// stored copy that no longer matches is known to be damaged, not merely signed by a key
     /// this process does not trust.
-    public func noteCatalogDigest(version: Int, digest: String) throws(SQLiteError) {
+    package func noteCatalogDigest(version: Int, digest: String) throws(SQLiteError) {
         try db.query("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                      [.text("catalogDigest.\(version)"), .text(digest)])
     }

@@ -3,9 +3,9 @@ import FoundationEssentials
 /// A change of a model's folder that is under way: written (durably) before any file of it
 /// moves, removed in the transaction that records the change as done. After a crash or a
 /// power cut, start-up repair reads it to finish or undo the change (`StoreRepair`, P15).
-public struct SwitchRecord: Sendable, Equatable {
+package struct SwitchRecord: Sendable, Equatable {
     /// What the change does.
-    public enum Action: String, Sendable {
+    package enum Action: String, Sendable {
         /// A verified, durable tree is being renamed into the model's folder (a first
         /// install, or an update replacing the installed version).
         case install
@@ -13,21 +13,21 @@ public struct SwitchRecord: Sendable, Equatable {
         case delete
     }
     /// The model whose folder changes.
-    public var modelId: String
+    package var modelId: String
     /// An install or a delete.
-    public var action: Action
+    package var action: Action
     /// The tree an install puts in place (the staging folder's device and inode, which the
     /// rename keeps): the model's folder is that tree exactly when it has this identity.
-    public var tree: FileIdentity?
+    package var tree: FileIdentity?
     /// The record the install commits (`state` installed); for a delete, the folder it removes.
-    public var install: InstallRecord
+    package var install: InstallRecord
     /// The file rows the install commits.
-    public var files: [FileRecord]
+    package var files: [FileRecord]
 }
 
 extension WriteContext {
     /// Records a switch about to start (replacing any earlier one of the model).
-    public func beginSwitch(_ s: SwitchRecord) throws(SQLiteError) {
+    package func beginSwitch(_ s: SwitchRecord) throws(SQLiteError) {
         try dropSwitch(s.modelId)
         let r = s.install
         try db.query("""
@@ -52,7 +52,7 @@ extension WriteContext {
     /// Makes an install switch's record the model's install record (with its files), and
     /// forgets the switch. Returns false when there was no install switch for the model.
     @discardableResult
-    public func commitSwitch(_ modelId: String) throws(SQLiteError) -> Bool {
+    package func commitSwitch(_ modelId: String) throws(SQLiteError) -> Bool {
         guard let s = try read.switchRecord(modelId), s.action == .install else { return false }
         var record = s.install
         record.state = .installed
@@ -65,7 +65,7 @@ extension WriteContext {
     }
 
     /// Forgets a model's switch (done, or undone).
-    public func dropSwitch(_ modelId: String) throws(SQLiteError) {
+    package func dropSwitch(_ modelId: String) throws(SQLiteError) {
         try db.query("DELETE FROM switch_files WHERE model_id = ?", [.text(modelId)])
         try db.query("DELETE FROM switches WHERE model_id = ?", [.text(modelId)])
     }
@@ -73,7 +73,7 @@ extension WriteContext {
 
 extension ReadContext {
     /// Every switch under way (start-up repair finishes or undoes them).
-    public func switches() throws(SQLiteError) -> [SwitchRecord] {
+    package func switches() throws(SQLiteError) -> [SwitchRecord] {
         var out: [SwitchRecord] = []
         for row in try db.query("SELECT model_id FROM switches ORDER BY model_id") {
             if let id = row[0].string, let record = try switchRecord(id) { out.append(record) }
@@ -82,7 +82,7 @@ extension ReadContext {
     }
 
     /// The change under way for the model, or nil when none is.
-    public func switchRecord(_ modelId: String) throws(SQLiteError) -> SwitchRecord? {
+    package func switchRecord(_ modelId: String) throws(SQLiteError) -> SwitchRecord? {
         guard let row = try db.query("""
             SELECT action, tree_device, tree_inode, kind, catalog_version, path, total_bytes, created_at, source
             FROM switches WHERE model_id = ?

@@ -40,7 +40,7 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A value read from or bound to a statement.
-public enum SQLiteValue: Sendable, Equatable {
+package enum SQLiteValue: Sendable, Equatable {
     /// SQL `NULL`.
     case null
     /// An `INTEGER`.
@@ -51,11 +51,11 @@ public enum SQLiteValue: Sendable, Equatable {
     case text(String)
 
     /// The integer, or nil for any other kind of value.
-    public var int64: Int64? { if case .integer(let i) = self { return i }; return nil }
+    package var int64: Int64? { if case .integer(let i) = self { return i }; return nil }
     /// The text, or nil for any other kind of value.
-    public var string: String? { if case .text(let s) = self { return s }; return nil }
+    package var string: String? { if case .text(let s) = self { return s }; return nil }
     /// The real, or an integer as a `Double`; nil otherwise.
-    public var double: Double? {
+    package var double: Double? {
         switch self {
         case .real(let d): return d
         case .integer(let i): return Double(i)
@@ -65,25 +65,25 @@ public enum SQLiteValue: Sendable, Equatable {
 }
 
 /// One row of a result, by column index.
-public struct SQLiteRow: Sendable {
+package struct SQLiteRow: Sendable {
     /// The columns, in the query's order.
-    public var values: [SQLiteValue]
+    package var values: [SQLiteValue]
     /// The value of column `i` (from 0); a bad index is a bug and traps.
-    public subscript(_ i: Int) -> SQLiteValue { values[i] }
+    package subscript(_ i: Int) -> SQLiteValue { values[i] }
 }
 
 // SQLite asks for a destructor; -1 tells it to copy the bytes (GRDB, SwiftPM).
 private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
 /// One SQLite connection. Not Sendable: confine it to one thread, actor or lock.
-public final class SQLiteConnection {
+package final class SQLiteConnection {
     private let handle: OpaquePointer
     /// Prepared statements by SQL text: start-up runs the same few queries many times, and
     /// preparing costs more than running them. Bounded; cleared when full.
     private var statements: [String: OpaquePointer] = [:]
     private static let maxCachedStatements = 64
     /// The file this connection opened, for messages.
-    public let path: String
+    package let path: String
 
     /// Opens (creating if asked) a database file.
     /// - Parameters:
@@ -92,7 +92,7 @@ public final class SQLiteConnection {
     ///   - readOnly: open it read-only (a store this user may read but not write).
     ///   - busyTimeoutMs: how long a writer waits for another process's lock before SQLite
     ///     gives up; callers retry beyond that, so users never see BUSY.
-    public init(path: String, create: Bool, readOnly: Bool = false, busyTimeoutMs: Int32 = 10_000) throws(SQLiteError) {
+    package init(path: String, create: Bool, readOnly: Bool = false, busyTimeoutMs: Int32 = 10_000) throws(SQLiteError) {
         self.path = path
         var db: OpaquePointer?
         var flags = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_NOFOLLOW
@@ -134,7 +134,7 @@ public final class SQLiteConnection {
     }
 
     /// Runs one or more statements that return nothing.
-    public func execute(_ sql: String) throws(SQLiteError) {
+    package func execute(_ sql: String) throws(SQLiteError) {
         var errorMessage: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(handle, sql, nil, nil, &errorMessage)
         if rc != SQLITE_OK {
@@ -147,7 +147,7 @@ public final class SQLiteConnection {
     /// Runs one statement with bound values and returns every row. The statement is
     /// prepared once per connection and reset after each use.
     @discardableResult
-    public func query(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) -> [SQLiteRow] {
+    package func query(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) -> [SQLiteRow] {
         let stmt = try statement(sql)
         defer {
             sqlite3_reset(stmt)
@@ -191,25 +191,25 @@ public final class SQLiteConnection {
     }
 
     /// The first column of the first row, or `.null`.
-    public func scalar(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) -> SQLiteValue {
+    package func scalar(_ sql: String, _ arguments: [SQLiteValue] = []) throws(SQLiteError) -> SQLiteValue {
         try query(sql, arguments).first?.values.first ?? .null
     }
 
     /// Keeps the `-wal` and `-shm` files after the last connection closes
     /// (SQLITE_FCNTL_PERSIST_WAL), so a later open needs no new file — it works on a full disk.
-    public func persistWAL() {
+    package func persistWAL() {
         var on: Int32 = 1
         _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
     }
 
     /// Rows changed by the last statement.
-    public var changes: Int { Int(sqlite3_changes(handle)) }
+    package var changes: Int { Int(sqlite3_changes(handle)) }
 
     /// Whether the connection is inside a transaction.
-    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+    package var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
     /// The SQLite library version, for `doctor`.
-    public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
+    package static var libraryVersion: String { String(cString: sqlite3_libversion()) }
 
 }
 

@@ -130,7 +130,8 @@ public protocol DeviceProbe: Sendable {
     /// The memory now: physical and available, with where the numbers came from.
     func memory() -> MemoryReading
     /// The free space of the filesystem holding `path` (for this user, as `statvfs` tells).
-    func space(at path: String) throws(SystemError) -> FilesystemSpace
+    /// - Throws: ``LocalModelError/system(_:modelId:)`` when the filesystem cannot be read.
+    func space(at path: String) throws(LocalModelError) -> FilesystemSpace
 }
 
 /// Reads the real device, honouring the documented overrides
@@ -152,8 +153,9 @@ public struct SystemDeviceProbe: DeviceProbe {
     }
 
     /// `statvfs` of `path`: the space this user may fill (`f_bavail`).
-    public func space(at path: String) throws(SystemError) -> FilesystemSpace {
-        try FilesystemSpace.of(path: path)
+    /// - Throws: ``LocalModelError/system(_:modelId:)`` when `statvfs` fails.
+    public func space(at path: String) throws(LocalModelError) -> FilesystemSpace {
+        do { return try FilesystemSpace.of(path: path) } catch { throw .system(error, modelId: nil) }
     }
 
     /// `/proc/meminfo`, capped by a cgroup v2 `memory.max`, unless an override is set

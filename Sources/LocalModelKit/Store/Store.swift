@@ -30,17 +30,17 @@ public struct StoreLayout: Sendable, Equatable {
     }
 
     /// `<root>/records.sqlite3`: the install records.
-    public var recordsPath: String { root + "/records.sqlite3" }
+    package var recordsPath: String { root + "/records.sqlite3" }
     /// `<root>/.partial`: resumable data of downloads in progress.
-    public var partialRoot: String { root + "/.partial" }
+    package var partialRoot: String { root + "/.partial" }
     /// `<root>/.staging`: verified trees about to be renamed into place.
-    public var stagingRoot: String { root + "/.staging" }
+    package var stagingRoot: String { root + "/.staging" }
     /// `<root>/.locks`: one lock file per model, and the store-wide ones.
-    public var locksRoot: String { root + "/.locks" }
+    package var locksRoot: String { root + "/.locks" }
     /// `<root>/voices`: installed voices.
-    public var voicesRoot: String { root + "/voices" }
+    package var voicesRoot: String { root + "/voices" }
     /// Accepted signed catalogs: `<version>.json` and `<version>.json.sig` (see `CatalogUpdate`).
-    public var catalogRoot: String { root + "/.catalog" }
+    package var catalogRoot: String { root + "/.catalog" }
 
     /// Final folder of an installed model.
     public func installPath(id: String, kind: ModelKind) -> String {
@@ -64,18 +64,18 @@ public struct StoreLayout: Sendable, Equatable {
     }
 
     /// `.partial/<id>`: a files source's resumable data for the model.
-    public func partialPath(id: String) -> String { partialRoot + "/" + id }
+    package func partialPath(id: String) -> String { partialRoot + "/" + id }
     /// The archive being downloaded for an archive source (`@` cannot occur in an id,
     /// so it never collides with a model's partial folder).
-    public func partialArchivePath(id: String) -> String { partialRoot + "/" + id + "@archive" }
+    package func partialArchivePath(id: String) -> String { partialRoot + "/" + id + "@archive" }
     /// `.staging/<id>`: the model's verified tree before its rename into place.
-    public func stagingPath(id: String) -> String { stagingRoot + "/" + id }
+    package func stagingPath(id: String) -> String { stagingRoot + "/" + id }
     /// `.locks/<id>.lock`: the file whose `flock` makes one installer per model.
-    public func lockPath(id: String) -> String { locksRoot + "/" + id + ".lock" }
+    package func lockPath(id: String) -> String { locksRoot + "/" + id + ".lock" }
 
     /// The model id a `.partial` or `.staging` entry belongs to (`<id>@archive`,
     /// `<id>.repair`, `<id>.replaced`, `<id>.deleting` → `<id>`).
-    public static func modelId(fromLeftover name: String) -> String {
+    package static func modelId(fromLeftover name: String) -> String {
         for suffix in ["@archive", ".repair", ".replaced", ".deleting"] where name.hasSuffix(suffix) {
             return String(name.dropLast(suffix.count))
         }
@@ -86,7 +86,7 @@ public struct StoreLayout: Sendable, Equatable {
     /// belongs is removed (never followed) and a real folder made in its place (P11).
     /// - Returns: the links removed, for the history.
     @discardableResult
-    public func createFolders() throws(SystemError) -> [String] {
+    package func createFolders() throws(SystemError) -> [String] {
         try FileIO.createDirectory(root)
         var removed: [String] = []
         var created = false
@@ -125,20 +125,20 @@ public struct StoreLayout: Sendable, Equatable {
     // MARK: Changing the store without leaving it (P11)
 
     /// `mkdir -p` below the store root; never through a link.
-    public func createDirectory(_ path: String) throws(SystemError) {
+    package func createDirectory(_ path: String) throws(SystemError) {
         try FileIO.createDirectory(path, below: root)
     }
 
     /// `rm -rf` below the store root; a link is removed, never followed.
     @discardableResult
-    public func remove(_ path: String) throws(SystemError) -> Int64 {
+    package func remove(_ path: String) throws(SystemError) -> Int64 {
         try FileIO.removeTree(path, below: root)
     }
 
     /// Removes a model's folder (out of its place in one rename first, so it is never seen
     /// half removed), its partial data and staging leftovers, and makes the removals durable
     /// (P15). Returns the bytes freed. The caller holds the model's lock.
-    public func removeModelData(_ id: String, folder: String) throws(SystemError) -> Int64 {
+    package func removeModelData(_ id: String, folder: String) throws(SystemError) -> Int64 {
         let aside = stagingRoot + "/" + id + ".deleting"
         var freed: Int64 = 0
         if FileIO.exists(folder) {
@@ -153,14 +153,14 @@ public struct StoreLayout: Sendable, Equatable {
     }
 
     /// `rename` inside the store; no folder on either side is reached through a link.
-    public func rename(_ from: String, to: String) throws(SystemError) {
+    package func rename(_ from: String, to: String) throws(SystemError) {
         try FileIO.rename(from, to: to, below: root)
     }
 
     /// Removes every symbolic link and special file (fifo, socket, device) in the tree at
     /// `path`, or `path` itself when it is one. Nothing is followed or moved.
     /// - Returns: the paths removed, relative to `path` ("" for `path` itself).
-    public func removeLinks(in path: String) throws(SystemError) -> [String] {
+    package func removeLinks(in path: String) throws(SystemError) -> [String] {
         guard let found = try FileIO.status(path) else { return [] }
         guard found.kind == .directory else {
             if found.kind == .regular { return [] }
@@ -182,7 +182,7 @@ public struct FilesystemSpace: Sendable, Equatable {
 
     /// The space of the filesystem holding `path`, or of its nearest existing ancestor
     /// (a store that does not exist yet will be created there).
-    public static func of(path: String) throws(SystemError) -> FilesystemSpace {
+    package static func of(path: String) throws(SystemError) -> FilesystemSpace {
         var probe = FileIO.absolutePath(path)
         while !FileIO.exists(probe), probe != "/" {
             if let slash = probe.lastIndex(of: "/") {
@@ -200,13 +200,13 @@ public struct FilesystemSpace: Sendable, Equatable {
 ///
 /// The kernel drops the lock when the descriptor closes, so a process killed with
 /// `kill -9` never leaves a stale lock behind — unlike pid files.
-public final class FileLock {
+package final class FileLock {
     /// The lock file.
-    public let path: String
+    package let path: String
     private var file: FileDescriptor?
 
     /// A lock on `path`, not taken yet (``tryLock(exclusive:)`` or ``lock(exclusive:)``).
-    public init(path: String) {
+    package init(path: String) {
         self.path = path
     }
 
@@ -214,7 +214,7 @@ public final class FileLock {
 
     /// Takes the lock without waiting. Returns false when another process (or another
     /// `FileLock` in this one) holds it.
-    public func tryLock(exclusive: Bool = true) throws(SystemError) -> Bool {
+    package func tryLock(exclusive: Bool = true) throws(SystemError) -> Bool {
         if file != nil { return true }
         let candidate = try openLockFile(readOnly: !exclusive)
         guard try candidate.lock(exclusive: exclusive, wait: false) else { return false }
@@ -223,7 +223,7 @@ public final class FileLock {
     }
 
     /// Waits for the lock.
-    public func lock(exclusive: Bool = true) throws(SystemError) {
+    package func lock(exclusive: Bool = true) throws(SystemError) {
         if file != nil { return }
         let candidate = try openLockFile(readOnly: !exclusive)
         _ = try candidate.lock(exclusive: exclusive, wait: true)
@@ -257,7 +257,7 @@ public final class FileLock {
 
     /// Releases the lock (`flock(LOCK_UN)` before the close, so a child process holding a
     /// copy of the descriptor never keeps it), if held. Also done on `deinit`.
-    public func unlock() {
+    package func unlock() {
         file?.unlock()
         file?.close()
         file = nil

@@ -1,23 +1,16 @@
 // Credentials: which one a source asks for, where each is found (never what it is), and
 // which request may carry it. docs/models.md states the rules.
 
-/// The credential a catalog source asks for (`"auth"` on a source in the catalog).
-public enum SourceAuth: String, Sendable, CaseIterable {
-    /// A Hugging Face access token (`HuggingFaceToken`), sent as `Authorization: Bearer` to
-    /// the source's own scheme, host and port only.
-    case huggingface
-}
-
 /// A value that never shows itself: not in `description`, not in a debugger's reflection,
 /// not in an interpolated error. Only the transfer reads it, to build a request header.
-public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+package struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     let value: String
     /// Always `<redacted>`.
-    public var description: String { "<redacted>" }
+    package var description: String { "<redacted>" }
     /// Always `<redacted>`, in a debugger too.
-    public var debugDescription: String { "<redacted>" }
+    package var debugDescription: String { "<redacted>" }
     /// A mirror with no children, so reflection (`dump`, a debugger) shows nothing of it.
-    public var customMirror: Swift.Mirror { Swift.Mirror(self, children: []) }
+    package var customMirror: Swift.Mirror { Swift.Mirror(self, children: []) }
 }
 
 /// Where the Hugging Face token is found, by the Hub client's (`huggingface_hub`) rules:
@@ -29,25 +22,25 @@ public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugS
 /// `TRUE`) sends none. The file is read only when a request needs the token; a file that is
 /// there but is not a regular file this user can read (a FIFO, a device, a socket, a folder)
 /// is an error naming it, never waited on (P13), and so is a token holding a control character.
-public struct HuggingFaceToken: Sendable, Equatable {
+package struct HuggingFaceToken: Sendable, Equatable {
     /// The variable holding the token, when one does.
     let variable: String?
     let variableToken: Secret?
     /// The token file (read when no variable holds a token), and the variable that named it
     /// (`HF_TOKEN_PATH`, `HF_HOME`, `XDG_CACHE_HOME`, or `HOME` for the default).
-    public let file: String?
+    package let file: String?
     /// The variable that named ``file`` (see above), for messages that say what to change.
-    public let fileNamedBy: String
+    package let fileNamedBy: String
     /// The Hub client's record of its logins (`stored_tokens` beside the token file): which
     /// name a token was saved under, and when an OAuth login expires.
-    public let storedTokensFile: String?
+    package let storedTokensFile: String?
     /// `HF_HUB_DISABLE_IMPLICIT_TOKEN` is set: no token is ever sent.
-    public let disabled: Bool
+    package let disabled: Bool
 
     /// Where the token is for this environment. Nothing is read yet: the file is read when
     /// a request needs the token.
     /// - Parameter environment: the process environment (a value, so tests give their own).
-    public init(environment: [String: String]) {
+    package init(environment: [String: String]) {
         disabled = EnvironmentFlag.isTrue(environment["HF_HUB_DISABLE_IMPLICIT_TOKEN"])
         var found: (String, String)?
         for name in ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"] {
@@ -86,7 +79,7 @@ public struct HuggingFaceToken: Sendable, Equatable {
 
     /// Where a token would come from now, for `doctor` and messages: the variable, or the
     /// file when something is there (the file is not read: its permissions are what `doctor` checks).
-    public var place: String? {
+    package var place: String? {
         if disabled { return nil }
         if let variable { return "$" + variable }
         if let file, (try? FileIO.statusFollowingLinks(file)) != nil { return file }
@@ -136,7 +129,7 @@ public struct HuggingFaceToken: Sendable, Equatable {
 
     /// What to do to have a token sent, for messages. Never suggests writing into a token
     /// file that is not a regular file (a FIFO, a folder): removing it comes first.
-    public var howToSet: String {
+    package var howToSet: String {
         if disabled { return "HF_HUB_DISABLE_IMPLICIT_TOKEN is set, so no token is sent: unset it, and set HF_TOKEN" }
         guard let file else { return "set HF_TOKEN to a Hugging Face access token" }
         if let status = try? FileIO.statusFollowingLinks(file), status.kind != .regular {
@@ -152,7 +145,7 @@ public struct HuggingFaceToken: Sendable, Equatable {
     /// variable holds the token (the stored logins are then not used), when none is sent,
     /// when the file holds no token or a token no stored login matches, or when it has not
     /// expired. `now`: seconds since 1970.
-    public func expiredLogin(now: Double) -> StoredLogin? {
+    package func expiredLogin(now: Double) -> StoredLogin? {
         guard fileInUse != nil, let stored = storedTokensFile,
               let text = try? readFile(), let token = Self.clean(text) else { return nil }
         guard let bytes = try? FileIO.readFile(atPath: stored, limit: 1 << 20),
@@ -165,12 +158,12 @@ public struct HuggingFaceToken: Sendable, Equatable {
 /// One login of the Hub client's `stored_tokens` file (an INI file, `_save_token` in the
 /// client's `utils/_auth.py`): a section per token name with `hf_token`, and for an OAuth
 /// login `refresh_token` and `expires_at` (seconds since 1970).
-public struct StoredLogin: Sendable, Equatable {
+package struct StoredLogin: Sendable, Equatable {
     /// The section's name: the token's name on the Hub.
-    public let name: String
+    package let name: String
     let token: Secret
     /// `expires_at`, when the section has a readable one.
-    public let expiresAt: Int64?
+    package let expiresAt: Int64?
 
     /// The sections of `text` in file order, read as Python's `configparser` reads them
     /// (keys in any case, values trimmed, `#`/`;` comment lines, `DEFAULT` inherited); a
@@ -239,15 +232,15 @@ public struct StoredLogin: Sendable, Equatable {
 
 /// The netrc file libcurl reads for every request (login and password per machine, as curl
 /// reads it): `$NETRC`, else `~/.netrc`.
-public struct NetrcFile: Sendable, Equatable {
+package struct NetrcFile: Sendable, Equatable {
     /// The file's path, whether it exists or not; nil when no home folder is known.
-    public let path: String?
+    package let path: String?
     /// `NETRC`, or `HOME` for the default.
-    public let namedBy: String
+    package let namedBy: String
 
     /// The netrc file of this environment (nothing is read).
     /// - Parameter environment: the process environment.
-    public init(environment: [String: String]) {
+    package init(environment: [String: String]) {
         if let path = environment["NETRC"], !path.isEmpty {
             (self.path, namedBy) = (path, "NETRC")
         } else {
@@ -256,7 +249,7 @@ public struct NetrcFile: Sendable, Equatable {
     }
 
     /// The file when it exists (used then; a missing file is no credential, not an error).
-    public var existing: String? {
+    package var existing: String? {
         guard let path, (try? FileIO.statusFollowingLinks(path)) != nil else { return nil }
         return path
     }
@@ -264,19 +257,19 @@ public struct NetrcFile: Sendable, Equatable {
 
 /// The credentials a transfer may use: the Hugging Face token for the origins of the sources
 /// that ask for it, netrc for every request.
-public struct TransferCredentials: Sendable, Equatable {
+package struct TransferCredentials: Sendable, Equatable {
     /// Where the Hugging Face token is.
-    public var huggingFace: HuggingFaceToken
+    package var huggingFace: HuggingFaceToken
     /// The netrc file every request may take a login from.
-    public var netrc: NetrcFile
+    package var netrc: NetrcFile
     /// Origins (`URLOrigin`) whose requests carry the Hugging Face token: those of the sources
     /// with `"auth": "huggingface"` of the model being fetched (set by the engine, never
     /// from a redirect or a mirror).
-    public var bearerOrigins: Set<String> = []
+    package var bearerOrigins: Set<String> = []
 
     /// The credentials' places for this environment, with no origin taking the token yet.
     /// - Parameter environment: the process environment.
-    public init(environment: [String: String]) {
+    package init(environment: [String: String]) {
         huggingFace = HuggingFaceToken(environment: environment)
         netrc = NetrcFile(environment: environment)
     }
@@ -349,79 +342,30 @@ public enum CredentialSent: Sendable, Equatable {
     }
 }
 
-/// A URL's origin: `scheme://host:port`, lowercased, the port always written (443 for
-/// https, 80 for http), any userinfo dropped. Two URLs with the same origin are the same
-/// server as far as credentials go (RFC 6454).
-public enum URLOrigin {
-    /// The origin of `url` (`https://huggingface.co:443`), or nil when it is not an http(s)
-    /// URL with a host.
-    public static func of(_ url: String) -> String? {
-        let b = Array(url.utf8)
-        guard let schemeEnd = schemeEnd(b) else { return nil }
-        let scheme = String(decoding: b[..<(schemeEnd - 3)].map { $0 | 0x20 }, as: UTF8.self)
-        guard scheme == "https" || scheme == "http" else { return nil }
-        var authority = b[schemeEnd...].prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
-        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
-        guard let host = CatalogRules.hostOf(authority), !host.isEmpty else { return nil }
-        // The port: after the host, or after the closing bracket of an IPv6 literal.
-        let hostEnd: Int
-        if authority.first == UInt8(ascii: "[") {
-            hostEnd = authority.firstIndex(of: UInt8(ascii: "]")).map { $0 + 1 } ?? authority.endIndex
-        } else {
-            hostEnd = authority.firstIndex(of: UInt8(ascii: ":")) ?? authority.endIndex
-        }
-        let afterHost = authority[hostEnd...]
-        var port: Int64 = scheme == "https" ? 443 : 80
-        if afterHost.first == UInt8(ascii: ":"), afterHost.count > 1 {
-            let digits = String(decoding: afterHost.dropFirst(), as: UTF8.self)
-            guard digits.utf8.count <= 5, let value = ExternalNumber.decimal(digits), value <= 65_535 else { return nil }
-            port = value
-        }
-        return scheme + "://" + host + ":" + String(port)
-    }
-
-    /// `url` with any userinfo (`user:password@`) replaced by `***@`, for every message that
-    /// echoes a URL.
-    public static func redacted(_ url: String) -> String {
-        let b = Array(url.utf8)
-        guard let start = schemeEnd(b) else { return url }
-        let authority = b[start...].prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
-        guard let at = authority.lastIndex(of: UInt8(ascii: "@")) else { return url }
-        return String(decoding: b[..<start], as: UTF8.self) + "***" + String(decoding: b[at...], as: UTF8.self)
-    }
-
-    /// The index after `scheme://`, or nil when there is none.
-    private static func schemeEnd(_ b: [UInt8]) -> Int? {
-        guard let colon = b.firstIndex(of: UInt8(ascii: ":")), colon > 0, b.count > colon + 2,
-              b[colon + 1] == UInt8(ascii: "/"), b[colon + 2] == UInt8(ascii: "/") else { return nil }
-        return colon + 3
-    }
-}
-
 /// What `doctor` says about credentials: where each one was found (never its value), the
 /// files other users can read, a token that cannot be used, and an expired Hub login.
-public struct CredentialReport: Sendable, Equatable {
+package struct CredentialReport: Sendable, Equatable {
     /// One line per credential source, found or not ("Hugging Face token: $HF_TOKEN").
-    public var sources: [String]
+    package var sources: [String]
     /// Whether a Hugging Face token / a netrc file was found.
-    public var huggingFaceToken: String?
+    package var huggingFaceToken: String?
     /// The netrc file in use, when one exists.
-    public var netrcFile: String?
+    package var netrcFile: String?
     /// Token or netrc files readable by the group or by others: each one a warning.
-    public var exposedFiles: [String]
+    package var exposedFiles: [String]
     /// The token cannot be used (its file is a FIFO, a folder…; it holds a control
     /// character): each one fails the check, and a download that needs it.
-    public var problems: [String]
+    package var problems: [String]
     /// The token file holds a login the Hub client recorded as expired.
-    public var expiredLogin: StoredLogin?
+    package var expiredLogin: StoredLogin?
     /// Said without failing the check (the expired login).
-    public var warnings: [String]
+    package var warnings: [String]
 
     /// Looks at the places (never printing a credential).
     /// - Parameters:
     ///   - environment: the process environment.
     ///   - now: seconds since 1970, against which a stored login's `expires_at` is read.
-    public init(environment: [String: String], now: Double = SystemClock.wallSeconds()) {
+    package init(environment: [String: String], now: Double = SystemClock.wallSeconds()) {
         let hf = HuggingFaceToken(environment: environment)
         let netrc = NetrcFile(environment: environment)
         huggingFaceToken = hf.place
@@ -603,23 +547,23 @@ enum EnvironmentFlag {
 /// Each is expanded as the client expands it (`EnvironmentFlag.expandPath`: `~`, `~user`,
 /// `$VAR`, `${VAR}`), the defaults built from the home included; an empty variable counts
 /// as unset. Nil where a default needs a home folder and none is known.
-public struct HubClientPaths: Sendable, Equatable {
+package struct HubClientPaths: Sendable, Equatable {
     /// The Hub client's home folder (`$HF_HOME`, …), expanded.
-    public let home: String?
+    package let home: String?
     /// The variable that decided `home`: `HF_HOME`, `XDG_CACHE_HOME`, or `HOME` for the default.
-    public let homeNamedBy: String
+    package let homeNamedBy: String
     /// The token file, expanded.
-    public let tokenFile: String?
+    package let tokenFile: String?
     /// `HF_TOKEN_PATH`, else `homeNamedBy`.
-    public let tokenFileNamedBy: String
+    package let tokenFileNamedBy: String
     /// `stored_tokens` beside the token file: the client's record of its logins.
-    public let storedTokensFile: String?
+    package let storedTokensFile: String?
     /// The hub cache folder (`models--ORG--REPO/` inside), expanded.
-    public let hubCache: String?
+    package let hubCache: String?
 
     /// The places for this environment (nothing is read).
     /// - Parameter environment: the process environment.
-    public init(environment: [String: String]) {
+    package init(environment: [String: String]) {
         func named(_ key: String) -> String? {
             guard let value = environment[key], !value.isEmpty else { return nil }
             return value

@@ -5,7 +5,7 @@
 internal import CCurl
 
 /// What a finished easy transfer reported.
-public enum CurlResult: Sendable, Equatable {
+package enum CurlResult: Sendable, Equatable {
     /// The transfer finished (whatever the HTTP status: the caller reads it).
     case ok
     /// The server did not honour the range (CURLE_RANGE_ERROR).
@@ -369,7 +369,7 @@ struct CurlWaker: @unchecked Sendable {
 }
 
 /// Library facts for `doctor`.
-public enum TransferLibrary {
+package enum TransferLibrary {
     /// libcurl's version line (`curl_version()`); loads libcurl.
-    public static var curlVersion: String { CurlEasy.version }
+    package static var curlVersion: String { CurlEasy.version }
 }

@@ -1,8 +1,8 @@
 /// `--mirror`: the origin (scheme://host:port) of a URL replaced, its path kept; a path
 /// in the mirror URL is prepended.
-public enum MirrorRewrite {
+package enum MirrorRewrite {
     /// `url` with its origin replaced by `mirror`'s (`url` unchanged when `mirror` is nil).
-    public static func apply(_ mirror: String?, to url: String) -> String {
+    package static func apply(_ mirror: String?, to url: String) -> String {
         guard let mirror, let afterScheme = url.afterFirst("://") else { return url }
         let path = afterScheme.firstIndex(of: "/").map { String(afterScheme[$0...]) } ?? "/"
         let base = mirror.hasSuffix("/") ? String(mirror.dropLast()) : mirror
@@ -15,17 +15,17 @@ public enum MirrorRewrite {
 /// path kept (a path in the endpoint is prepended), and the Hugging Face token goes to the
 /// endpoint's origin only. Trailing `/` are stripped, as the client strips them; an empty
 /// value is unset. `--mirror` wins over it.
-public struct HubEndpoint: Sendable, Equatable {
+package struct HubEndpoint: Sendable, Equatable {
     /// The origin the endpoint stands in for.
-    public static let hubOrigin = "https://huggingface.co:443"
+    package static let hubOrigin = "https://huggingface.co:443"
     /// The endpoint, trailing `/` stripped.
-    public let url: String
+    package let url: String
     /// Why it cannot be used (not an https URL, plain http to a host off loopback, user
     /// info, a query); nil when it can.
-    public let problem: String?
+    package let problem: String?
 
     /// Nil when `HF_ENDPOINT` is unset or empty.
-    public init?(environment: [String: String]) {
+    package init?(environment: [String: String]) {
         guard let raw = environment["HF_ENDPOINT"], !raw.isEmpty else { return nil }
         self.init(raw)
     }
@@ -44,20 +44,20 @@ public struct HubEndpoint: Sendable, Equatable {
     }
 
     /// Whether `url` is on `https://huggingface.co` (any case, port 443 written or not).
-    public static func isOnHub(_ url: String) -> Bool { URLOrigin.of(url) == hubOrigin }
+    package static func isOnHub(_ url: String) -> Bool { URLOrigin.of(url) == hubOrigin }
 
     /// `url` through the endpoint when it is on `https://huggingface.co`; any other URL, or
     /// any URL while the endpoint cannot be used, as it is.
-    public func apply(to url: String) -> String {
+    package func apply(to url: String) -> String {
         guard problem == nil, Self.isOnHub(url) else { return url }
         return MirrorRewrite.apply(self.url, to: url)
     }
 }
 
 /// How a catalog path becomes part of a source URL.
-public enum ModelURL {
+package enum ModelURL {
     /// Percent-encodes a catalog path for a URL (RFC 3986 unreserved characters and '/' stay).
-    public static func percentEncode(_ path: String) -> String {
+    package static func percentEncode(_ path: String) -> String {
         var out = ""
         for byte in path.utf8 {
             switch byte {

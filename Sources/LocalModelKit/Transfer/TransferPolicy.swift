@@ -46,14 +46,14 @@ public struct TransferPolicy: Sendable, Equatable {
     public var caFile: String?
     /// The Hugging Face token and netrc (`TransferCredentials`): where they are found, and
     /// the origins the token may go to.
-    public var credentials: TransferCredentials
+    package var credentials: TransferCredentials
     /// Why the network is off (`--offline`, `EXTENTOS_OFFLINE=1`, `HF_HUB_OFFLINE=1`,
     /// `TRANSFORMERS_OFFLINE=1`), or nil when it may be used. Off, a transfer refuses before
     /// opening any connection.
     public var offlineBy: String?
     /// `HF_ENDPOINT`: where sources on `https://huggingface.co` are fetched instead (a Hub
     /// mirror), unless a `--mirror` replaces every origin. Nil when unset.
-    public var hubEndpoint: HubEndpoint?
+    package var hubEndpoint: HubEndpoint?
 
     /// The defaults, with what the environment decides: the CA file, the credentials'
     /// places, the network switch and `HF_ENDPOINT`.
@@ -147,19 +147,19 @@ public enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
 /// for http, `https_proxy` then `HTTPS_PROXY` for https, else `all_proxy` / `ALL_PROXY`;
 /// `no_proxy` / `NO_PROXY` lists hosts that bypass it. Uppercase `HTTP_PROXY` alone is
 /// ignored (a CGI server sets it from a request header). For doctor: never a password.
-public struct ProxyEnvironment: Sendable, Equatable {
+package struct ProxyEnvironment: Sendable, Equatable {
     /// The proxy for https URLs, with any password replaced by `***`.
-    public var https: String?
+    package var https: String?
     /// The proxy for plain http URLs (loopback mirrors), the same way.
-    public var http: String?
+    package var http: String?
     /// Hosts that bypass the proxy.
-    public var noProxy: String?
+    package var noProxy: String?
     /// Set but ignored by libcurl: `HTTP_PROXY` without `http_proxy`.
-    public var ignoredUppercaseHTTP: Bool
+    package var ignoredUppercaseHTTP: Bool
 
     /// The proxy settings of this environment, passwords hidden.
     /// - Parameter environment: the process environment.
-    public init(environment: [String: String]) {
+    package init(environment: [String: String]) {
         func first(_ names: [String]) -> String? {
             names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
         }

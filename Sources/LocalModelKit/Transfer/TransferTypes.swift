@@ -1,32 +1,32 @@
 // The values a transfer takes and gives: requests, outcomes, failures, events.
 
 /// One file to fetch into a partial file.
-public struct FileRequest: Sendable, Equatable {
+package struct FileRequest: Sendable, Equatable {
     /// The catalog path (or a label like "archive"), for messages and events.
-    public var name: String
+    package var name: String
     /// The URL asked first (https, or plain http to loopback); redirects are followed from it.
-    public var url: String
+    package var url: String
     /// Where the bytes accumulate; kept across runs for byte-level resume.
-    public var partialPath: String
+    package var partialPath: String
     /// The folder `partialPath` must stay inside (the store): every folder below it is
     /// opened without following links, and so is the file (P11).
-    public var boundary: String
+    package var boundary: String
     /// The file's exact size in bytes: never more is written (or the cap, see ``sizeIsLimit``).
-    public var size: Int64
+    package var size: Int64
     /// When true, `size` is a cap, not the length: the file is whatever the server sends,
     /// at most `size` bytes (small metadata such as a catalog and its signature, whose
     /// length nothing declares). Never resumed; more than the cap fails as `tooLong`.
-    public var sizeIsLimit: Bool
+    package var sizeIsLimit: Bool
     /// Expected SHA-256; nil means size-checked only.
-    public var sha256: String?
+    package var sha256: String?
     /// Validators the server gave last time, for `If-Range`.
-    public var etag: String?
+    package var etag: String?
     /// The `Last-Modified` the server gave last time: the `If-Range` when there is no
     /// strong ETag.
-    public var lastModified: String?
+    package var lastModified: String?
 
     /// A request for one file; the validators of an earlier attempt make it a resume.
-    public init(name: String, url: String, partialPath: String, boundary: String, size: Int64, sha256: String?,
+    package init(name: String, url: String, partialPath: String, boundary: String, size: Int64, sha256: String?,
                 etag: String? = nil, lastModified: String? = nil, sizeIsLimit: Bool = false) {
         self.name = name
         self.url = url
@@ -42,14 +42,14 @@ public struct FileRequest: Sendable, Equatable {
     /// The `If-Range` value a resume asks with: a strong ETag, else Last-Modified
     /// (RFC 9110 §13.1.5: a weak ETag may not be used); nil when there is neither, and a
     /// partial is then fetched again from zero rather than resumed (P5).
-    public var ifRange: String? {
+    package var ifRange: String? {
         if let etag, !etag.hasPrefix("W/"), !etag.isEmpty { return etag }
         return lastModified.flatMap { $0.isEmpty ? nil : $0 }
     }
 }
 
 /// How one file ended.
-public enum FileOutcome: Sendable, Equatable {
+package enum FileOutcome: Sendable, Equatable {
     /// Complete, `size` bytes, hash computed while streaming.
     case completed(sha256: String, etag: String?, lastModified: String?)
     /// It failed for this reason (the partial kept or discarded as the reason says).
@@ -57,7 +57,7 @@ public enum FileOutcome: Sendable, Equatable {
 }
 
 /// Why a file failed, before the downloader names the model.
-public enum FileFailure: Sendable, Equatable {
+package enum FileFailure: Sendable, Equatable {
     /// A final HTTP answer (404, 403, 410, …): never retried.
     /// A final HTTP answer from `url` (after redirects; `requested` is the URL asked for).
     case httpStatus(Int, url: String, requested: String)
@@ -86,12 +86,12 @@ public enum FileFailure: Sendable, Equatable {
 
 /// A transfer's answer, the one value that carries what it learned upward: each file's
 /// outcome (with its hash and validators) and the bytes left on disk.
-public struct TransferResult: Sendable, Equatable {
+package struct TransferResult: Sendable, Equatable {
     /// One per request, in request order.
-    public var outcomes: [FileOutcome]
+    package var outcomes: [FileOutcome]
     /// Bytes of the requested files on disk at the end: what a resume will not fetch again
     /// (a file whose bytes were discarded counts zero).
-    public var bytesOnDisk: Int64
+    package var bytesOnDisk: Int64
 }
 
 /// Reads a partial file while the transfer writes it (an archive unpacked as it arrives).
@@ -106,7 +106,7 @@ protocol PartialFileReader: AnyObject {
 
 /// What a transfer reports while it runs, for people (events and messages): nothing
 /// below the transfer acts on these.
-public enum TransferEvent: Sendable, Equatable {
+package enum TransferEvent: Sendable, Equatable {
     /// The partial could not serve as a resume base and starts again from zero.
     case restarted(file: String, reason: String)
     /// A transient failure (`cause`: a reset, a timeout, a 5xx or 429); attempt `attempt`
@@ -119,24 +119,24 @@ public enum TransferEvent: Sendable, Equatable {
 }
 
 /// A server's validators for one file, kept for the next attempt's `If-Range`.
-public struct FileValidators: Sendable, Equatable {
+package struct FileValidators: Sendable, Equatable {
     /// The request's name (the catalog path).
-    public var name: String
+    package var name: String
     /// The file's size, as requested.
-    public var size: Int64
+    package var size: Int64
     /// The ETag of the answer that carried the bytes (never a redirect's).
-    public var etag: String?
+    package var etag: String?
     /// The `Last-Modified` of that answer.
-    public var lastModified: String?
+    package var lastModified: String?
 }
 
 /// The resume state of a transfer as its session knows it, handed upward as one value
 /// once per tick: the bytes on disk, and the validators that arrived since the last tick.
 /// The session is the only one that knows these; nothing above it `stat`s a partial file
 /// to learn them again.
-public struct TransferTick: Sendable, Equatable {
+package struct TransferTick: Sendable, Equatable {
     /// Why this tick was sent.
-    public enum Reason: Sendable, Equatable {
+    package enum Reason: Sendable, Equatable {
         /// The regular tick (the one progress throttle).
         case scheduled
         /// Validators of a file worth resuming arrived: persist them before its first body byte.
@@ -145,13 +145,13 @@ public struct TransferTick: Sendable, Equatable {
         case final
     }
     /// Why it was sent.
-    public var reason: Reason
+    package var reason: Reason
     /// Bytes of every requested file on disk (verified resume bases and new bytes).
-    public var presentBytes: Int64
+    package var presentBytes: Int64
     /// Bytes of every requested file once complete.
-    public var totalBytes: Int64
+    package var totalBytes: Int64
     /// Validators that arrived since the last tick, to persist for the next resume.
-    public var validators: [FileValidators]
+    package var validators: [FileValidators]
 }
 
 extension LocalModelError {

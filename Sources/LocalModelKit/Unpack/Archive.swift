@@ -4,7 +4,7 @@
 internal import CArchive
 
 /// Why an archive was refused. Nothing of it is installed (P8).
-public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
     /// libarchive could not read it (damaged, wrong format).
     case unreadable(String)
     /// An entry that is not a regular file or folder (symlink, hardlink, device, fifo).
@@ -32,7 +32,7 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
     case abandoned(String)
 
     /// What was wrong with the archive (or the disk), for the refusal's message.
-    public var description: String {
+    package var description: String {
         switch self {
         case .unreadable(let m): return "the archive cannot be read: \(m)"
         case let .forbiddenEntry(path, type): return "the archive holds a \(type) at \(path); only regular files and folders are accepted"
@@ -58,13 +58,13 @@ public enum UnpackError: Error, Sendable, Equatable, CustomStringConvertible {
 /// exclusively, never through a link, under folders opened without following links
 /// (`FileIO.openFile(_:below:_:options:)` with `[.create, .exclusiveCreate]`), so no entry
 /// can follow a link out of the staging root, and the bytes are hashed as they are written.
-public enum ArchiveExtractor {
+package enum ArchiveExtractor {
     /// What an extraction produced.
-    public struct Result: Sendable, Equatable {
+    package struct Result: Sendable, Equatable {
         /// The SHA-256 of every extracted file, by catalog path.
-        public var hashes: [String: String]
+        package var hashes: [String: String]
         /// Entries the catalog does not list (a release's README, LICENSE), skipped.
-        public var skipped: [String]
+        package var skipped: [String]
     }
 
     /// The largest unlisted entry skipped (bigger ones are refused), and the most unlisted
@@ -73,7 +73,7 @@ public enum ArchiveExtractor {
     static let maxExtrasTotal: Int64 = 64 << 20
 
     /// Extracts a complete archive file.
-    public static func extract(archivePath: String, format: ArchiveFormat, stripComponents: Int,
+    package static func extract(archivePath: String, format: ArchiveFormat, stripComponents: Int,
                                into staging: String, files: [CatalogFile],
                                isCancelled: () -> Bool = { false }) throws(UnpackError) -> Result {
         if format == .tarBz2 {
@@ -324,5 +324,5 @@ public enum ArchiveExtractor {
     }
 
     /// libarchive's version, for `doctor`.
-    public static var libraryVersion: String { String(cString: glasses_archive_version_details()) }
+    package static var libraryVersion: String { String(cString: glasses_archive_version_details()) }
 }
