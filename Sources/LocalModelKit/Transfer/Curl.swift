@@ -54,6 +54,14 @@ final class CurlEasy {
     /// Why libcurl could not be opened, when it could not (it is loaded on first use).
     static var loadProblem: String? { glasses_curl_load_error().map { String(cString: $0) } }
 
+    /// Loads libcurl and runs its global set-up on a thread of its own (libcurl 7.84 and
+    /// later: thread-safe), so that they overlap the work before a download's first request
+    /// (records, locks) instead of following it: together they take longer than that work.
+    /// The first handle waits for them if they are not done (`curlGlobalInit` runs once).
+    static func warmUp() {
+        _ = Threads.tryStart(name: "gl-curl-load", stackSize: 256 << 10) { _ = curlGlobalInit }
+    }
+
     let handle: UnsafeMutableRawPointer
     private var headerList: UnsafeMutablePointer<curl_slist>?
     weak var delegate: (any CurlEasyDelegate)?
