@@ -4,8 +4,13 @@ import FoundationEssentials
 public enum CatalogRules {
     /// Whether `s` is 64 lowercase hex characters.
     public static func isSHA256(_ s: String) -> Bool {
+        func check(_ b: UnsafeBufferPointer<UInt8>) -> Bool {
+            b.count == 64 && b.allSatisfy { ($0 &- 0x30) < 10 || ($0 &- 0x61) < 6 }
+        }
+        // A native string's bytes are read in place; every file of every catalog model has one.
+        if let valid = s.utf8.withContiguousStorageIfAvailable(check) { return valid }
         var s = s
-        return s.withUTF8 { b in b.count == 64 && b.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) } }
+        return s.withUTF8(check)
     }
 
     /// Why `id` is not a safe model id (a folder name in the store), or nil.
