@@ -289,7 +289,9 @@ public final class LocalModelEngine: Sendable {
     ///   not the `lstat`s of a placed voice's files).
     private func models(in snap: Snapshot, kind: ModelKind? = nil) -> [ModelStatus] {
         let reserved = snap.reservedBytes
-        return catalog.models.filter { kind == nil || $0.kind == kind }.map { model in
+        // All of them (list) without a filtered copy of every model first.
+        let chosen = kind.map { kind in catalog.models.filter { $0.kind == kind } } ?? catalog.models
+        return chosen.map { model in
             let record = snap.installs[model.id]
             let installed = isInstalled(model, record: record)
             let placed = !installed && hasPlacedBundle(model, record: record)

@@ -70,9 +70,15 @@ struct CatalogValidator {
     struct Fields {
         let members: [(key: String, value: JSONValue)]
         subscript(key: String) -> JSONValue? {
-            for member in members where member.key == key { return member.value }
+            for member in members where CatalogValidator.sameKey(member.key, key) { return member.value }
             return nil
         }
+    }
+
+    /// `a == b` for object keys: most keys compared differ, and a length and a first byte
+    /// tell that at once (a String comparison of two that differ takes its slow path).
+    static func sameKey(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && a.utf8.first == b.utf8.first && a == b
     }
 
     /// Members of an object, reporting a type error, missing required keys and unknown keys.
@@ -91,7 +97,8 @@ struct CatalogValidator {
             }
             report(join(path(), key), note)
         }
-        for member in members where !required.contains(member.key) && !optional.contains(member.key) {
+        for member in members where !required.contains(where: { Self.sameKey($0, member.key) })
+            && !optional.contains(where: { Self.sameKey($0, member.key) }) {
             report(join(path(), member.key), "unknown key (allowed: \(required.appending(optional).joined(separator: ", ")))")
         }
         return dict

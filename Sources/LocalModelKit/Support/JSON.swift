@@ -149,8 +149,19 @@ private struct Reader {
         return JSONParseError(message: message, line: line, column: column)
     }
 
+    /// The 8 bytes at `offset` as one word (callers check that they are there).
+    func word(at offset: Int) -> UInt64 {
+        guard let base = bytes.baseAddress else { return 0 }
+        return UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self)
+    }
+
     mutating func skipWhitespace() {
         while index < bytes.count {
+            // A pretty-printed catalog is a fifth indentation: eight spaces at a time.
+            if index + 8 <= bytes.count && word(at: index) == 0x2020_2020_2020_2020 {
+                index += 8
+                continue
+            }
             switch bytes[index] {
             case 0x20, 0x0A, 0x0D, 0x09: index += 1
             default: return
@@ -279,6 +290,17 @@ private struct Reader {
         // Fast path: no escapes.
         var scan = index
         var high: UInt8 = 0
+        // Eight bytes at a time while none is '"', '\\', a control byte or a byte of a
+        // multi-byte character (a word test that may also stop early: the loop below then
+        // looks at each byte).
+        while scan + 8 <= bytes.count {
+            let w = word(at: scan)
+            let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+            let quote = w ^ (0x22 &* ones), backslash = w ^ (0x5C &* ones)
+            let stop = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((w &- 0x20 &* ones) & ~w) | w
+            if stop & highs != 0 { break }
+            scan += 8
+        }
         while scan < bytes.count {
             let b = bytes[scan]
             if b == UInt8(ascii: "\"") {
