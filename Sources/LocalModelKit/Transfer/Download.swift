@@ -123,9 +123,9 @@ extension LocalModelEngine {
         onEvent(.phase(.resolve))
         // libcurl loads while the store is opened and the records are written (unless the
         // model looks installed already, or nothing may be fetched).
-        if options.policy.offlineBy == nil && !FileIO.isDirectory(layout.installPath(id: model.id, kind: model.kind)) {
-            CurlEasy.warmUp()
-        }
+        let warm = options.policy.offlineBy == nil && !FileIO.isDirectory(layout.installPath(id: model.id, kind: model.kind))
+            ? CurlEasy.warmUp() : nil
+        defer { warm?.wait() }
         let records: Records
         records = try open().records
         try requireStoreCatalog()
