@@ -203,10 +203,17 @@ private struct Reader {
         if depth > maxDepth { throw fail("nesting deeper than \(maxDepth) levels") }
     }
 
-    /// An exact-size copy of `scratch`, which is emptied (keeping its room) for the next one.
-    static func take<Element>(_ scratch: inout [Element]) -> [Element] {
+    /// `scratch`'s elements moved into an array of their number, and `scratch` emptied
+    /// (keeping its room) for the next one. Moved, not copied: no reference count changes
+    /// per element. The slots left behind are refilled with `placeholder`, a value that
+    /// holds no reference, so that emptying `scratch` releases nothing twice.
+    static func take<Element>(_ scratch: inout [Element], placeholder: Element) -> [Element] {
         let taken = [Element](unsafeUninitializedCapacity: scratch.count) { buffer, count in
-            count = scratch.withUnsafeBufferPointer { buffer.initialize(fromContentsOf: $0) }
+            count = scratch.withUnsafeMutableBufferPointer { source in
+                let moved = buffer.moveInitialize(fromContentsOf: source)
+                source.initialize(repeating: placeholder)
+                return moved
+            }
         }
         scratch.removeAll(keepingCapacity: true)
         return taken
@@ -256,7 +263,7 @@ private struct Reader {
             throw fail("expected ',' or '}' in an object, found \(describeByte(bytes[index]))")
         }
         depth -= 1
-        return .object(Self.take(&memberScratch[level]))
+        return .object(Self.take(&memberScratch[level], placeholder: (key: "", value: .null)))
     }
 
     mutating func parseArray() throws(JSONParseError) -> JSONValue {
@@ -281,7 +288,7 @@ private struct Reader {
             throw fail("expected ',' or ']' in an array, found \(describeByte(bytes[index]))")
         }
         depth -= 1
-        return .array(Self.take(&elementScratch[level]))
+        return .array(Self.take(&elementScratch[level], placeholder: .null))
     }
 
     mutating func parseString() throws(JSONParseError) -> String {
