@@ -3,8 +3,9 @@
 #   delay_s: wait that long before each answer (nginx's echo module, echo_sleep), to show
 #            what a real network's round trips cost; loopback has none.
 #                   nginx_stop <workdir>
-# Everything (config, pid, logs, temp folders) lives in <workdir>; the port is a free
-# one found by trying random high ports (no root needed, nothing system-wide touched).
+# Everything (config, pid, logs, temp folders) lives in <workdir> (logs/access.log, and
+# logs/timing.log: when each request came); the port is a free one found by trying random
+# high ports (no root needed, nothing system-wide touched).
 
 nginx_start() {
   local work root="$2" rate="${3:-0}" delay="${4:-}"
@@ -31,6 +32,9 @@ events { worker_connections 256; }
 http {
   log_format transfer '\$request \$status range=\$http_range if_range=\$http_if_range sent=\$body_bytes_sent';
   access_log $work/logs/access.log transfer;
+  # When each request came (\$msec - \$request_time, ms resolution): Scripts/bench firstbyte.
+  log_format timing '\$msec \$request_time \$request';
+  access_log $work/logs/timing.log timing;
   client_body_temp_path $work/tmp/body;
   proxy_temp_path $work/tmp/proxy;
   fastcgi_temp_path $work/tmp/fastcgi;

@@ -146,7 +146,13 @@ public final class LocalModelEngine: Sendable {
         let recorded: Int
         do {
             removedLinks = try layout.createFolders()
-            records = try Records(path: layout.recordsPath)
+            // A new store's records start with the catalog version (the floor, P7), written in
+            // their creation: a first download then commits once before its first request.
+            let version = catalog.catalogVersion
+            records = try Records(path: layout.recordsPath, whenCreated: { ctx in
+                try ctx.noteCatalogVersion(version)
+                try ctx.append(.catalog, modelId: nil, detail: Self.catalogAccepted(version))
+            })
             recorded = try records.read { try $0.highestCatalogVersion() }
         } catch {
             throw .wrap(error)
@@ -168,7 +174,7 @@ public final class LocalModelEngine: Sendable {
             if catalog.catalogVersion > recorded {
                 try records.write { ctx in
                     try ctx.noteCatalogVersion(catalog.catalogVersion)
-                    try ctx.append(.catalog, modelId: nil, detail: "catalog version \(catalog.catalogVersion) accepted")
+                    try ctx.append(.catalog, modelId: nil, detail: Self.catalogAccepted(catalog.catalogVersion))
                 }
             }
             for link in removedLinks {
@@ -190,6 +196,9 @@ public final class LocalModelEngine: Sendable {
         opened.withLock { $0 = records }
         return (records, repairs)
     }
+
+    /// The history's words for a catalog version the store takes as its floor.
+    private static func catalogAccepted(_ version: Int) -> String { "catalog version \(version) accepted" }
 
     /// The models installed from a catalog newer than `catalog` that it does not list, as
     /// their records describe them: their files (with the hashes verified at install), kind
@@ -293,7 +302,9 @@ public final class LocalModelEngine: Sendable {
     ///   not the `lstat`s of a placed voice's files).
     private func models(in snap: Snapshot, kind: ModelKind? = nil) -> [ModelStatus] {
         let reserved = snap.reservedBytes
-        return catalog.models.filter { kind == nil || $0.kind == kind }.map { model in
+        // All of them (list) without a filtered copy of every model first.
+        let chosen = kind.map { kind in catalog.models.filter { $0.kind == kind } } ?? catalog.models
+        return chosen.map { model in
             let record = snap.installs[model.id]
             let installed = isInstalled(model, record: record)
             let placed = !installed && hasPlacedBundle(model, record: record)

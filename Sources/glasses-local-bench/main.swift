@@ -2,6 +2,7 @@
 // real engine on a real store, and prepares inputs for the command-line measurements.
 //
 //   glasses-local-bench startup-setup <dir> [models] [history]   writes <dir>/catalog.json and <dir>/store
+//   glasses-local-bench catalog-file <path> [models]              writes the same synthetic catalog to <path>
 //   glasses-local-bench startup <dir> [runs]                      prints median/p90 timings
 //   glasses-local-bench facade-first                              one process's first register() +
 //                                                                 models() + autoChoice(), in ms
@@ -121,6 +122,14 @@ guard let mode = args.first, args.count >= 2 else { fail("usage: glasses-local-b
 let dir = args[1]
 
 switch mode {
+case "catalog-file":
+    // `catalog-file <path> <models>`: the synthetic catalog alone (Scripts/bench catalog).
+    let modelCount = args.count > 2 ? Int(args[2]) ?? 50 : 50
+    do {
+        try FileIO.writeFileAtomically(Array(syntheticCatalog(models: modelCount).serialized(pretty: true).utf8), toPath: dir)
+    } catch {
+        fail("\(error)")
+    }
 case "startup-setup":
     let modelCount = args.count > 2 ? Int(args[2]) ?? 50 : 50
     let historyRows = args.count > 3 ? Int(args[3]) ?? 10_000 : 10_000

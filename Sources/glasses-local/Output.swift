@@ -58,7 +58,16 @@ struct Console {
     }
 
     func printJSON(_ value: JSONValue) {
-        out(value.serialized(pretty: false))
+        var bytes = value.serializedUTF8(pretty: false)
+        // The writer escapes every C0 control; what `escapingControls` would still change
+        // (DEL, C1, the bidirectional overrides) starts with one of these bytes in UTF-8.
+        // Without any, the bytes go out as they are (a big `list --json` is megabytes).
+        guard !bytes.contains(where: { $0 == 0x7F || $0 == 0xC2 || $0 == 0xE2 }) else {
+            out(String(decoding: bytes, as: UTF8.self))
+            return
+        }
+        bytes.append(UInt8(ascii: "\n"))
+        try? ProcessEnvironment.writeAll(bytes, to: 1)
     }
 
     static var stdoutIsTerminal: Bool { ProcessEnvironment.isTerminal(1) }

@@ -95,15 +95,18 @@ enum QueryCommands {
                 ("store", .string(engine.layout.root)),
                 ("availableBytes", .int(space.availableBytes)),
                 ("recordsDamaged", .bool(damage != nil)),
+                // Members as tuples, not dictionary literals: one array per object instead of
+                // two (thousands of models).
                 ("models", .array(statuses.map { s in
-                    ["id": .string(s.model.id), "kind": .string(s.model.kind.rawValue), "displayName": .string(s.model.displayName),
-                     "origin": .string(s.model.origin.rawValue),
-                     "requiredMb": JSONValue(s.model.requiredMb), "autoEligible": .bool(s.model.autoEligible),
-                     "isInstalled": .bool(s.isInstalled), "state": .string(stateName(s, recordsDamaged: damage != nil)),
-                     "updateAvailable": .bool(s.updateAvailable), "placedBundle": .bool(s.placedBundle),
-                     "downloadBytes": .int(s.model.downloadBytes),
-                     "installedBytes": .int(s.model.installedBytes), "presentBytes": .int(s.fit.presentBytes),
-                     "fit": ["requiredMb": JSONValue(s.fit.requiredMb), "availableMb": JSONValue(s.fit.availableMb), "fits": .bool(s.fit.fits)]]
+                    .object([("id", .string(s.model.id)), ("kind", .string(s.model.kind.rawValue)), ("displayName", .string(s.model.displayName)),
+                     ("origin", .string(s.model.origin.rawValue)),
+                     ("requiredMb", JSONValue(s.model.requiredMb)), ("autoEligible", .bool(s.model.autoEligible)),
+                     ("isInstalled", .bool(s.isInstalled)), ("state", .string(stateName(s, recordsDamaged: damage != nil))),
+                     ("updateAvailable", .bool(s.updateAvailable)), ("placedBundle", .bool(s.placedBundle)),
+                     ("downloadBytes", .int(s.model.downloadBytes)),
+                     ("installedBytes", .int(s.model.installedBytes)), ("presentBytes", .int(s.fit.presentBytes)),
+                     ("fit", .object([("requiredMb", JSONValue(s.fit.requiredMb)), ("availableMb", JSONValue(s.fit.availableMb)),
+                                      ("fits", .bool(s.fit.fits))]))])
                 })),
             ]
             if let problem {

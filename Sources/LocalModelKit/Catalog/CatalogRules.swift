@@ -4,8 +4,26 @@ import FoundationEssentials
 package enum CatalogRules {
     /// Whether `s` is 64 lowercase hex characters.
     package static func isSHA256(_ s: String) -> Bool {
+        func check(_ b: UnsafeBufferPointer<UInt8>) -> Bool {
+            guard b.count == 64, let base = UnsafeRawPointer(b.baseAddress) else { return false }
+            // Eight bytes at a time. With no byte at 0x80 or above, adding a constant to the word
+            // carries into no neighbour, and sets a byte's top bit exactly when the byte is at
+            // least 0x80 minus that constant: `0`…`9` is at least 0x30 and not above 0x39,
+            // `a`…`f` at least 0x61 and not above 0x66.
+            let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+            for offset in stride(from: 0, to: 64, by: 8) {
+                let w = base.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                guard w & highs == 0 else { return false }
+                let digit = (w &+ 0x50 &* ones) & ~(w &+ 0x46 &* ones)
+                let letter = (w &+ 0x1F &* ones) & ~(w &+ 0x19 &* ones)
+                guard (digit | letter) & highs == highs else { return false }
+            }
+            return true
+        }
+        // A native string's bytes are read in place; every file of every catalog model has one.
+        if let valid = s.utf8.withContiguousStorageIfAvailable(check) { return valid }
         var s = s
-        return s.withUTF8 { b in b.count == 64 && b.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) } }
+        return s.withUTF8(check)
     }
 
     /// Why `id` is not a safe model id (a folder name in the store), or nil.
@@ -25,8 +43,13 @@ package enum CatalogRules {
 
     /// Why `path` is not a safe relative file path, or nil.
     package static func pathProblem(_ path: String) -> String? {
-        // One pass over the UTF-8 bytes (this runs for every file of every model at start-up).
-        let bytes = path.utf8
+        // One pass over the UTF-8 bytes (this runs for every file of every model at start-up),
+        // read in place when the string holds them so.
+        if let problem = path.utf8.withContiguousStorageIfAvailable({ pathProblem(path, $0) }) { return problem }
+        return pathProblem(path, path.utf8)
+    }
+
+    private static func pathProblem(_ path: String, _ bytes: some Collection<UInt8>) -> String? {
         if bytes.isEmpty { return "must not be empty" }
         if bytes.first == UInt8(ascii: "/") { return "\"\(path)\" is an absolute path; paths are relative to the model folder" }
         var dots = 0
@@ -56,12 +79,17 @@ package enum CatalogRules {
 
     /// ASCII lowercase, with a fast path for the common all-lowercase ASCII path.
     static func foldedCase(_ s: String) -> String {
-        var hasUpper = false
-        for b in s.utf8 {
-            if b >= 0x80 { return s.lowercased() }
-            if b >= 0x41 && b <= 0x5A { hasUpper = true }
+        func scan(_ bytes: some Sequence<UInt8>) -> (nonASCII: Bool, upper: Bool) {
+            var upper = false
+            for b in bytes {
+                if b >= 0x80 { return (true, upper) }
+                if b >= 0x41 && b <= 0x5A { upper = true }
+            }
+            return (false, upper)
         }
-        return hasUpper ? s.lowercased() : s
+        // A native string's bytes in place (every file of every model passes here).
+        let found = s.utf8.withContiguousStorageIfAvailable { scan($0) } ?? scan(s.utf8)
+        return found.nonASCII || found.upper ? s.lowercased() : s
     }
 
     /// Whether `url` is plain http (then allowed only to loopback, and redirects may stay

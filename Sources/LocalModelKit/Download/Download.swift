@@ -37,6 +37,11 @@ extension LocalModelEngine {
         let model = found.using(options.source)
         guard !model.sources.isEmpty else { throw .noSource(modelId: modelId, kind: options.source) }
         onEvent(.phase(.resolve))
+        // libcurl loads while the store is opened and the records are written (unless the
+        // model looks installed already, or nothing may be fetched).
+        let warm = options.policy.offlineBy == nil && !FileIO.isDirectory(layout.installPath(id: model.id, kind: model.kind))
+            ? CurlEasy.warmUp() : nil
+        defer { warm?.wait() }
         let records: Records
         records = try open().records
         try requireStoreCatalog()

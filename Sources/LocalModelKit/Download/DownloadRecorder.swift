@@ -19,6 +19,9 @@ final class DownloadRecorder {
     private var createdAt: Double?
     /// When the reservation was last brought down to what is still missing.
     private var lastReservation = 0.0
+    /// The bytes the records reserve now: a tick that would write the same writes nothing
+    /// (the first tick comes right after `begin`, before the first request).
+    private var reserved: Int64?
     /// Validators not yet written (see `checkpoint`).
     private var pending: [FileRecord] = []
 
@@ -70,6 +73,7 @@ final class DownloadRecorder {
                                detail: present > 0 ? "resuming with \(present) bytes on disk" : "downloading \(model.downloadBytes) bytes")
             }
         } catch { throw .wrap(error, modelId: id) }
+        reserved = bytes
     }
 
     /// A history row for what the download did on the way (links removed, files adopted,
@@ -96,10 +100,13 @@ final class DownloadRecorder {
         pending = []
         let reserve = reservationDue ? stillNeeded(tick.presentBytes) : nil
         if reservationDue { lastReservation = now }
-        try? records.write { ctx in
-            if let reserve { try ctx.reserve(id, bytes: reserve, pid: ProcessEnvironment.processID) }
+        let changed = reserve.flatMap { $0 == reserved ? nil : $0 }
+        guard changed != nil || !batch.isEmpty else { return }
+        let written: Void? = try? records.write { ctx in
+            if let changed { try ctx.reserve(id, bytes: changed, pid: ProcessEnvironment.processID) }
             for file in batch { try ctx.upsertPartialFile(id, file) }
         }
+        if written != nil, let changed { reserved = changed }
     }
 
     /// The install record and file rows a verified tree becomes.

@@ -115,6 +115,11 @@ private struct Reader {
     let maxDepth: Int
     var index = 0
     var depth = 0
+    /// The members (elements) of the objects (arrays) being read, one buffer per nesting
+    /// level, reused: each object and array is then allocated once, at its size, instead of
+    /// growing from empty (a catalog's file entry took three allocations, its files array five).
+    var memberScratch: [[(key: String, value: JSONValue)]] = []
+    var elementScratch: [[JSONValue]] = []
 
     init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -144,8 +149,19 @@ private struct Reader {
         return JSONParseError(message: message, line: line, column: column)
     }
 
+    /// The 8 bytes at `offset` as one word (callers check that they are there).
+    func word(at offset: Int) -> UInt64 {
+        guard let base = bytes.baseAddress else { return 0 }
+        return UnsafeRawPointer(base + offset).loadUnaligned(as: UInt64.self)
+    }
+
     mutating func skipWhitespace() {
         while index < bytes.count {
+            // A pretty-printed catalog is a fifth indentation: eight spaces at a time.
+            if index + 8 <= bytes.count && word(at: index) == 0x2020_2020_2020_2020 {
+                index += 8
+                continue
+            }
             switch bytes[index] {
             case 0x20, 0x0A, 0x0D, 0x09: index += 1
             default: return
@@ -187,18 +203,37 @@ private struct Reader {
         if depth > maxDepth { throw fail("nesting deeper than \(maxDepth) levels") }
     }
 
+    /// `scratch`'s elements moved into an array of their number, and `scratch` emptied
+    /// (keeping its room) for the next one. Moved, not copied: no reference count changes
+    /// per element. The slots left behind are refilled with `placeholder`, a value that
+    /// holds no reference, so that emptying `scratch` releases nothing twice.
+    static func take<Element>(_ scratch: inout [Element], placeholder: Element) -> [Element] {
+        let taken = [Element](unsafeUninitializedCapacity: scratch.count) { buffer, count in
+            count = scratch.withUnsafeMutableBufferPointer { source in
+                let moved = buffer.moveInitialize(fromContentsOf: source)
+                source.initialize(repeating: placeholder)
+                return moved
+            }
+        }
+        scratch.removeAll(keepingCapacity: true)
+        return taken
+    }
+
     mutating func parseObject() throws(JSONParseError) -> JSONValue {
         try enter()
         index += 1
-        var members: [(key: String, value: JSONValue)] = []
+        let level = depth - 1
+        while memberScratch.count <= level { memberScratch.append([]) }
         // Small objects (all of a catalog's) check duplicates by a linear scan; a set only
         // pays off for big ones.
         var seen: Set<String>?
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
             index += 1; depth -= 1
-            return .object(members)
+            return .object([])
         }
+        // A failure anywhere below leaves members behind: the next object at this level starts empty.
+        memberScratch[level].removeAll(keepingCapacity: true)
         while true {
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of document inside an object") }
@@ -208,10 +243,10 @@ private struct Reader {
             let keyStart = index
             let key = try parseString()
             let duplicate: Bool
-            if members.count < 16 {
-                duplicate = members.contains { $0.key == key }
+            if memberScratch[level].count < 16 {
+                duplicate = memberScratch[level].contains { $0.key == key }
             } else {
-                if seen == nil { seen = Set(members.map(\.key)) }
+                if seen == nil { seen = Set(memberScratch[level].map(\.key)) }
                 duplicate = seen?.insert(key).inserted == false
             }
             if duplicate { throw fail("duplicate key \"\(key)\"", at: keyStart) }
@@ -219,7 +254,8 @@ private struct Reader {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':' after key \"\(key)\"") }
             index += 1
             skipWhitespace()
-            members.append((key, try parseValue()))
+            let value = try parseValue()
+            memberScratch[level].append((key, value))
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of document inside an object") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -227,21 +263,24 @@ private struct Reader {
             throw fail("expected ',' or '}' in an object, found \(describeByte(bytes[index]))")
         }
         depth -= 1
-        return .object(members)
+        return .object(Self.take(&memberScratch[level], placeholder: (key: "", value: .null)))
     }
 
     mutating func parseArray() throws(JSONParseError) -> JSONValue {
         try enter()
         index += 1
-        var elements: [JSONValue] = []
+        let level = depth - 1
+        while elementScratch.count <= level { elementScratch.append([]) }
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
             index += 1; depth -= 1
-            return .array(elements)
+            return .array([])
         }
+        elementScratch[level].removeAll(keepingCapacity: true)
         while true {
             skipWhitespace()
-            elements.append(try parseValue())
+            let element = try parseValue()
+            elementScratch[level].append(element)
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of document inside an array") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -249,7 +288,7 @@ private struct Reader {
             throw fail("expected ',' or ']' in an array, found \(describeByte(bytes[index]))")
         }
         depth -= 1
-        return .array(elements)
+        return .array(Self.take(&elementScratch[level], placeholder: .null))
     }
 
     mutating func parseString() throws(JSONParseError) -> String {
@@ -257,16 +296,39 @@ private struct Reader {
         index += 1
         // Fast path: no escapes.
         var scan = index
+        var high: UInt8 = 0
+        // Eight bytes at a time while none is '"', '\\', a control byte or a byte of a
+        // multi-byte character (a word test that may also stop early: the loop below then
+        // looks at each byte).
+        while scan + 8 <= bytes.count {
+            let w = word(at: scan)
+            let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+            let quote = w ^ (0x22 &* ones), backslash = w ^ (0x5C &* ones)
+            let stop = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((w &- 0x20 &* ones) & ~w) | w
+            if stop & highs != 0 { break }
+            scan += 8
+        }
         while scan < bytes.count {
             let b = bytes[scan]
             if b == UInt8(ascii: "\"") {
-                guard let text = String(validating: bytes[index..<scan], as: UTF8.self) else {
-                    throw fail("a string is not valid UTF-8", at: start)
+                let run = UnsafeBufferPointer(rebasing: bytes[index..<scan])
+                // ASCII (nearly every catalog string) is valid UTF-8 as it stands: decoded
+                // directly, without the generic validating initializer (a tenth of a big
+                // catalog's load went there).
+                let text: String
+                if high < 0x80 {
+                    text = String(decoding: run, as: UTF8.self)
+                } else {
+                    guard let valid = String(validating: run, as: UTF8.self) else {
+                        throw fail("a string is not valid UTF-8", at: start)
+                    }
+                    text = valid
                 }
                 index = scan + 1
                 return text
             }
             if b == UInt8(ascii: "\\") || b < 0x20 { break }
+            high |= b
             scan += 1
         }
         var out: [UInt8] = []

@@ -115,7 +115,11 @@ struct StoreRepair {
                 linkCandidates.append((root + "/" + name, StoreLayout.modelId(fromLeftover: name)))
             }
         }
+        // Only a name that is there can be a link: the folders that hold install folders are
+        // listed once, rather than an lstat for each of a big catalog's models at every open.
+        let names = (llm: try? Set(FileIO.listDirectory(layout.root)), voice: try? Set(FileIO.listDirectory(layout.voicesRoot)))
         for model in catalog.models {
+            if let present = model.kind == .voice ? names.voice : names.llm, !present.contains(model.id) { continue }
             linkCandidates.append((layout.installPath(id: model.id, kind: model.kind), model.id))
         }
         for (path, owner) in linkCandidates {
@@ -177,6 +181,8 @@ struct StoreRepair {
         // `modelDirectory`): left in place, for `adoptPlacedBundle` to check and adopt (a
         // crash leftover there is a verified tree, adopted the same way).
         for model in catalog.models where !model.kind.acceptsPlacedBundle {
+            // (Listed above: a folder made since is another process's, under its lock.)
+            if let present = names.llm, !present.contains(model.id) { continue }
             let folder = layout.installPath(id: model.id, kind: model.kind)
             guard byId[model.id]?.state != .installed, FileIO.isDirectory(folder) else { continue }
             guard let lock = try layout.tryModelLock(model.id, ifPermitted: true) else { continue }

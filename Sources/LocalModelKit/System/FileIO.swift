@@ -80,6 +80,9 @@ package enum FileIO {
     /// Reads `fd` to its end, refusing more than `limit` bytes.
     private static func readAll(_ fd: Int32, path: String, limit: Int) throws(SystemError) -> [UInt8] {
         var out: [UInt8] = []
+        // Its size now, as `readFile` does: a big catalog is not regrown (and copied) a
+        // chunk at a time.
+        if let size = try? FileIO.status(of: fd, path: path).size { out.reserveCapacity(min(Int(clamping: max(size, 0)), limit) + 1) }
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let n = chunk.withUnsafeMutableBytes { buffer in retrying { read(fd, buffer.baseAddress, buffer.count) } }
@@ -187,6 +190,48 @@ package enum FileIO {
                 throw SystemError(errno: errno, "create a temporary file beside \(path)")
             }
         }
+    }
+
+    /// A new, empty file beside `path` under a random name (`createTemporary`: exclusive,
+    /// never through a link), closed; its path. For a file another library builds by name
+    /// before `publishExclusively` puts it in place.
+    static func createTemporaryFile(beside path: String, mode: mode_t = 0o644) throws(SystemError) -> String {
+        let (parent, leaf) = split(path)
+        let folder = parent.isEmpty ? "." : parent
+        let dir = retrying { open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard dir >= 0 else { throw SystemError(errno: errno, "open folder \(folder)") }
+        defer { close(dir) }
+        let (file, name) = try createTemporary(in: dir, near: leaf, path: path, mode: mode)
+        file.close()
+        return parent.isEmpty ? name : parent + "/" + name
+    }
+
+    /// Puts a finished file in place as `path` the way `writeFileAtomically(replacing: false)`
+    /// does: fsync of the file, `linkat` (never over anything at `path`), the temporary name
+    /// removed, fsync of the folder. `temporary` must be in the folder of `path`.
+    /// - Returns: false, with nothing changed at `path` and `temporary` removed, when
+    ///   something was already there (`EEXIST`).
+    static func publishExclusively(_ temporary: String, as path: String) throws(SystemError) -> Bool {
+        let (parent, leaf) = split(path)
+        let folder = parent.isEmpty ? "." : parent
+        let dir = retrying { open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard dir >= 0 else { throw SystemError(errno: errno, "open folder \(folder)") }
+        defer { close(dir) }
+        let name = split(temporary).leaf
+        var linked = false
+        defer { if !linked { _ = unlinkat(dir, name, 0) } }
+        let fd = retrying { openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
+        guard fd >= 0 else { throw SystemError(errno: errno, "open \(temporary)") }
+        try FileDescriptor(adopting: fd, path: temporary).sync()
+        guard linkat(dir, name, dir, leaf, 0) == 0 else {
+            if errno == EEXIST { return false }
+            throw SystemError(errno: errno, "create \(path)")
+        }
+        linked = true
+        // The temporary name goes before the folder's fsync, so that both changes are durable.
+        _ = unlinkat(dir, name, 0)
+        guard fsync(dir) == 0 else { throw SystemError(errno: errno, "fsync folder \(folder)") }
+        return true
     }
 
     /// Flushes every file of the filesystem holding `path` (Linux `syncfs`; `fsync` of

@@ -45,6 +45,27 @@ private let curlGlobalInit: Bool = {
     glasses_curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 }()
 
+/// `CurlEasy.warmUp()`'s helper, until it is done.
+final class CurlWarmUp: @unchecked Sendable {
+    // @unchecked: `done` is only read and written holding `lock`.
+    private let lock = Threads.Lock()
+    private var done = false
+
+    func finish() {
+        lock.withLock {
+            done = true
+            lock.broadcast()
+        }
+    }
+
+    /// Returns once libcurl is loaded and set up (at once, nearly always: it is needed first).
+    func wait() {
+        lock.lock()
+        while !done { lock.wait() }
+        lock.unlock()
+    }
+}
+
 /// One libcurl easy handle. Not Sendable: owned by one transfer loop.
 final class CurlEasy {
     /// What `curlBody` returns to pause the transfer (CURL_WRITEFUNC_PAUSE): libcurl keeps
@@ -53,6 +74,22 @@ final class CurlEasy {
 
     /// Why libcurl could not be opened, when it could not (it is loaded on first use).
     static var loadProblem: String? { glasses_curl_load_error().map { String(cString: $0) } }
+
+    /// Loads libcurl and runs its global set-up on a thread of its own (libcurl 7.84 and
+    /// later: thread-safe), so that they overlap the work before a download's first request
+    /// (records, locks) instead of following it: together they take longer than that work.
+    /// The first handle waits for them if they are not done (`curlGlobalInit` runs once).
+    /// - Returns: what to wait for before the download returns (nil: no thread was made),
+    ///   so that the process never ends, running OpenSSL's exit handler, while the helper is
+    ///   still setting OpenSSL up (a download that fails at once: no room, a busy lock).
+    static func warmUp() -> CurlWarmUp? {
+        let warm = CurlWarmUp()
+        guard Threads.tryStart(name: "gl-curl-load", stackSize: 256 << 10, {
+            _ = curlGlobalInit
+            warm.finish()
+        }) else { return nil }
+        return warm
+    }
 
     let handle: UnsafeMutableRawPointer
     private var headerList: UnsafeMutablePointer<curl_slist>?
