@@ -208,9 +208,12 @@ final class CurlEasy {
         set(CURLOPT_CONNECTTIMEOUT_MS, Int(clamping: ExternalNumber.int64(clamping: (policy.connectTimeout * 1000).rounded(.up)) ?? 0))
         set(CURLOPT_LOW_SPEED_LIMIT, policy.lowSpeedLimitBytesPerSecond)
         set(CURLOPT_LOW_SPEED_TIME, max(1, Int(clamping: ExternalNumber.int64(clamping: policy.stallTimeout.rounded(.up)) ?? 1)))
-        // A hint: libcurl 7.88 refuses a new size once a handle has its buffer (a handle reused
-        // after an HTTP/2 transfer), and the default then serves.
-        _ = glasses_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 256 * 1024)
+        // Big files (the handles with connections of their own) are read 256 KiB at a time;
+        // small files keep libcurl's 16 KiB: up to 100 of them are in flight at once, each
+        // handle with a buffer of that size. A hint: libcurl 7.88 refuses a new size once a
+        // handle has its buffer (a handle reused after an HTTP/2 transfer), and the default
+        // then serves.
+        if ownsConnections { _ = glasses_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 256 * 1024) }
         set(CURLOPT_TCP_KEEPALIVE, 1)
         // Over https, wait for a connection being set up rather than open another: where the
         // server offers HTTP/2 (ALPN), parallel files become streams on one connection. Plain
