@@ -78,6 +78,61 @@ struct Http2Tests {
         #expect(Set(big.map(\.connection)).count == 2, "each big file on a connection of its own: \(big)")
     }
 
+    /// The Hub's shape: the origin answers each file with a redirect to a CDN on another
+    /// host. Here the origin speaks only HTTP/1.1 and the CDN HTTP/2: the small files' second
+    /// hops become streams on one CDN connection, 64 or more at once (the CDN's gate, as
+    /// above), and the big file keeps a connection of its own at the CDN too.
+    @Test("origin over HTTP/1.1 redirecting to an HTTP/2 CDN: the small files' CDN requests go together on one connection (gate of 64), the big file's on its own")
+    func redirectToHTTP2() throws {
+        let w = try World(); defer { w.remove() }
+        let gate = try PortServer(python: PackageRoot.path() + "/Tests/Tools/gateserver.py", ["64", "60"])
+        defer { gate.stop() }
+        let cdn = try TLSNginx(root: w.root + "/cdn", http2: true, locations: """
+            location /m/small/ {
+                auth_request /_gate;
+            }
+            location = /_gate {
+                internal;
+                proxy_pass http://127.0.0.1:\(gate.port)/gate;
+                proxy_pass_request_body off;
+                proxy_set_header Content-Length "";
+                proxy_read_timeout 300s;
+            }
+            """)
+        defer { cdn.stop() }
+        let origin = try TLSNginx(root: w.root + "/origin", http2: false, locations: """
+            location /m/ { return 302 https://127.0.0.1:\(cdn.port)$request_uri; }
+            """)
+        defer { origin.stop() }
+        for i in 0..<120 {
+            let data = try Disk.randomBytes(3_000 + 41 * i)
+            try cdn.write("m/small/f\(i).bin", data)
+            try origin.write("m/small/f\(i).bin", data)   // for `catalog hash`; served by the CDN
+        }
+        let big = try Disk.randomBytes((2 << 20) + 17)
+        try cdn.write("m/big/a.bin", big)
+        try origin.write("m/big/a.bin", big)
+        let catalog = try origin.catalog(w, id: "hub", folder: "m")
+        let trust = w.root + "/trust.pem"
+        try (String(contentsOfFile: origin.certificate, encoding: .utf8) + String(contentsOfFile: cdn.certificate, encoding: .utf8))
+            .write(toFile: trust, atomically: true, encoding: .utf8)
+
+        let r = try w.run(["download", "hub"], catalog: catalog, env: ["EXTENTOS_CA_FILE": trust])
+        #expect(r.status == 0, "\(r)")
+        w.expectInstalledMatches("hub", source: cdn.www + "/m")
+        let stats = try JSONSerialization.jsonObject(with: Data(gate.request("GET", "/_stats").body)) as? [String: Any]
+        #expect(stats?["opened_by"] as? String == "count",
+                "the gate opened by \(stats?["opened_by"] ?? "nil"): at most \(stats?["most_waiting"] ?? "?") small files were asked at once")
+        let redirects = origin.accessLog()
+        #expect(redirects.count == 121 && redirects.allSatisfy { $0.status == "302" && $0.protocol == "HTTP/1.1" }, "\(redirects)")
+        let log = cdn.accessLog()
+        #expect(log.count == 121 && log.allSatisfy { $0.status == "200" && $0.protocol == "HTTP/2.0" }, "\(log)")
+        let small = log.filter { $0.path.hasPrefix("/m/small/") }
+        #expect(Set(small.map(\.connection)).count == 1, "the small files on one CDN connection: \(small)")
+        let bigEntry = log.first { $0.path == "/m/big/a.bin" }
+        #expect(bigEntry != nil && !small.contains { $0.connection == bigEntry?.connection }, "the big file shared its CDN connection: \(log)")
+    }
+
     /// Over https to a server without HTTP/2, the small files asked beyond the connections
     /// wait inside libcurl for one of the host's connections: no more connections than an
     /// HTTP/1.1 download of many small files ever opened (16), plus one per big file.
