@@ -109,8 +109,13 @@ final class TransferSession {
         var streaming: Set<Int> = []
 
         // Existing partials are hashed once (resume base) before any network traffic, so the
-        // first tick already counts them.
-        for job in jobs where !cancellation.isCancelled { job.prepare() }
+        // first tick already counts them. A small file with nothing on disk yet is prepared
+        // (its partial created) when it starts instead: creating hundreds of empty files first
+        // would hold back every request, the big files' included, by a tenth of a second.
+        for job in jobs where !cancellation.isCancelled {
+            if job.request.size < TransferPolicy.ownConnectionSize && FileIO.regularFileSize(job.request.partialPath) == nil { continue }
+            job.prepare()
+        }
         if let offline = policy.offlineBy, let needed = jobs.first(where: { $0.outcome == nil }) {
             // A partial that did not verify would now be fetched again.
             for job in jobs where job.outcome == nil { job.finish(.failed(.cancelled)) }
@@ -142,6 +147,11 @@ final class TransferSession {
                 let job = queue[index]
                 if job.outcome != nil { queue.remove(at: index); continue }
                 guard job.notBefore <= now else { index += 1; continue }
+                // Not prepared yet (a small file with no partial): its partial is made now.
+                if job.file == nil {
+                    job.prepare()
+                    if job.outcome != nil { queue.remove(at: index); continue }
+                }
                 let ownConnection = job.request.size >= TransferPolicy.ownConnectionSize
                 let asStream = streams != nil && !ownConnection && Self.nextURL(of: job).lowercased().hasPrefix("https://")
                 if asStream ? streaming.count >= streams ?? 0 : active.count - streaming.count >= parallel { index += 1; continue }
