@@ -27,6 +27,8 @@ CURLMsg *glasses_curl_multi_info_read(CURLM *m, int *queued);
 CURLMcode glasses_curl_multi_wakeup(CURLM *m);
 CURLcode glasses_curl_easy_pause(CURL *h, int bitmask);
 const char *glasses_curl_multi_strerror(CURLMcode code);
+CURLSH *glasses_curl_share_init(void);
+CURLSHcode glasses_curl_share_cleanup(CURLSH *s);
 
 CURLcode glasses_easy_setopt_long(CURL *h, CURLoption o, long v);
 CURLcode glasses_easy_setopt_off(CURL *h, CURLoption o, curl_off_t v);
@@ -40,5 +42,6 @@ CURLcode glasses_easy_getinfo_off(CURL *h, CURLINFO i, curl_off_t *v);
 CURLcode glasses_easy_getinfo_ptr(CURL *h, CURLINFO i, void **v);
 CURLcode glasses_easy_getinfo_str(CURL *h, CURLINFO i, char **v);
 CURLMcode glasses_multi_setopt_long(CURLM *m, CURLMoption o, long v);
+CURLSHcode glasses_share_setopt_long(CURLSH *s, CURLSHoption o, long v);
 
 #endif

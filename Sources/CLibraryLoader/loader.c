@@ -114,6 +114,8 @@ FORWARD(curl, CURLMsg *, curl_multi_info_read, NULL, (CURLM *m, int *queued), (m
 FORWARD(curl, CURLMcode, curl_multi_wakeup, CURLM_INTERNAL_ERROR, (CURLM *m), (m))
 FORWARD(curl, CURLcode, curl_easy_pause, CURLE_FAILED_INIT, (CURL *h, int bitmask), (h, bitmask))
 FORWARD(curl, const char *, curl_multi_strerror, "libcurl is not loaded", (CURLMcode code), (code))
+FORWARD(curl, CURLSH *, curl_share_init, NULL, (void), ())
+FORWARD(curl, CURLSHcode, curl_share_cleanup, CURLSHE_NOT_BUILT_IN, (CURLSH *s), (s))
 
 // The variadic setters and getters, called through a pointer with one typed argument.
 typedef CURLcode (*easy_variadic_t)(CURL *, int, ...);
@@ -157,6 +159,13 @@ CURLMcode glasses_multi_setopt_long(CURLM *m, CURLMoption o, long v) {
     static _Atomic(void *) slot;
     multi_variadic_t fn = (multi_variadic_t)resolved(&slot, curl_symbol, "curl_multi_setopt");
     return fn ? fn(m, (int)o, v) : CURLM_INTERNAL_ERROR;
+}
+
+CURLSHcode glasses_share_setopt_long(CURLSH *s, CURLSHoption o, long v) {
+    typedef CURLSHcode (*share_variadic_t)(CURLSH *, int, ...);
+    static _Atomic(void *) slot;
+    share_variadic_t fn = (share_variadic_t)resolved(&slot, curl_symbol, "curl_share_setopt");
+    return fn ? fn(s, (int)o, v) : CURLSHE_NOT_BUILT_IN;
 }
 
 FORWARD(archive, struct archive *, archive_read_new, NULL, (void), ())

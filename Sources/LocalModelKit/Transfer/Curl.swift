@@ -100,14 +100,50 @@ final class CurlEasy {
     /// more than `curl_easy_strerror` ("Operation too slow…" rather than "Timeout was reached").
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
 
-    init() throws(TransferFault) {
+    /// The connection cache this handle alone uses (`ownConnections`), nil when it shares
+    /// the multi handle's.
+    private let share: UnsafeMutableRawPointer?
+    /// Whether the handle's transfers run on connections no other handle uses.
+    var ownsConnections: Bool { share != nil }
+
+    /// - Parameter ownConnections: keep this handle's connections apart from every other
+    ///   handle's, in a connection cache of its own (a share object holding only
+    ///   `CURL_LOCK_DATA_CONNECT`, https://curl.se/libcurl/c/CURLSHOPT_SHARE.html). A big
+    ///   file's transfer then never becomes one more stream on the connection that carries
+    ///   the small files over HTTP/2, and no small file's stream joins its connection; the
+    ///   connection stays for the handle's next transfer. With the multi handle's cache,
+    ///   libcurl puts a new transfer on any connection to the host that can take another
+    ///   stream, and 7.88 keeps one "can multiplex" verdict per host for the whole cache, so
+    ///   the choice cannot be steered by the transfer's own options.
+    init(ownConnections: Bool = false) throws(TransferFault) {
         guard curlGlobalInit, let h = glasses_curl_easy_init() else { throw TransferFault.setup(CurlEasy.loadProblem ?? "libcurl could not be initialised") }
         handle = h
+        if ownConnections {
+            guard let share = glasses_curl_share_init() else {
+                glasses_curl_easy_cleanup(h)
+                throw TransferFault.setup("libcurl could not create a share object (curl_share_init)")
+            }
+            let shared = glasses_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_CONNECT.rawValue))
+            // The easy handle keeps its share across `curl_easy_reset` (it is not an option
+            // the reset returns to its default).
+            let attached = shared == CURLSHE_OK ? glasses_easy_setopt_ptr(h, CURLOPT_SHARE, share) : CURLE_OK
+            guard shared == CURLSHE_OK, attached == CURLE_OK else {
+                glasses_curl_easy_cleanup(h)
+                _ = glasses_curl_share_cleanup(share)
+                throw TransferFault.setup("libcurl refused a connection cache of the transfer's own (CURLSHOPT_SHARE CURL_LOCK_DATA_CONNECT)")
+            }
+            self.share = share
+        } else {
+            share = nil
+        }
         installCallbacks()
     }
 
     deinit {
+        // The easy handle first: a share object still used by a handle is not freed
+        // (CURLSHE_IN_USE). Its cleanup closes the connections in its cache.
         glasses_curl_easy_cleanup(handle)
+        if let share { _ = glasses_curl_share_cleanup(share) }
         if let headerList { glasses_curl_slist_free_all(headerList) }
         errorBuffer.deallocate()
     }
@@ -209,9 +245,12 @@ final class CurlEasy {
         set(CURLOPT_CONNECTTIMEOUT_MS, Int(clamping: ExternalNumber.int64(clamping: (policy.connectTimeout * 1000).rounded(.up)) ?? 0))
         set(CURLOPT_LOW_SPEED_LIMIT, policy.lowSpeedLimitBytesPerSecond)
         set(CURLOPT_LOW_SPEED_TIME, max(1, Int(clamping: ExternalNumber.int64(clamping: policy.stallTimeout.rounded(.up)) ?? 1)))
-        // A hint: libcurl 7.88 refuses a new size once a handle has its buffer (a handle reused
-        // after an HTTP/2 transfer), and the default then serves.
-        _ = glasses_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 256 * 1024)
+        // Big files (the handles with connections of their own) are read 256 KiB at a time;
+        // small files keep libcurl's 16 KiB: up to 100 of them are in flight at once, each
+        // handle with a buffer of that size. A hint: libcurl 7.88 refuses a new size once a
+        // handle has its buffer (a handle reused after an HTTP/2 transfer), and the default
+        // then serves.
+        if ownsConnections { _ = glasses_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 256 * 1024) }
         set(CURLOPT_TCP_KEEPALIVE, 1)
         // Over https, wait for a connection being set up rather than open another: where the
         // server offers HTTP/2 (ALPN), parallel files become streams on one connection. Plain
@@ -337,12 +376,18 @@ final class CurlMulti {
 
     /// - Parameter maxHostConnections: connections to one host at most (the transfers the
     ///   session runs at once: without as many connections, the rest would queue behind them).
-    init(maxHostConnections: Int = 8) throws(TransferFault) {
+    ///   Counted per connection cache: a handle with connections of its own
+    ///   (`CurlEasy(ownConnections:)`) is not held back by it.
+    /// - Parameter maxStreams: HTTP/2 streams on one connection at most
+    ///   (CURLMOPT_MAX_CONCURRENT_STREAMS, libcurl's default 100); past that, or past what the
+    ///   server allows, libcurl opens another connection.
+    init(maxHostConnections: Int = 8, maxStreams: Int = 100) throws(TransferFault) {
         guard curlGlobalInit, let h = glasses_curl_multi_init() else { throw TransferFault.setup(CurlEasy.loadProblem ?? "libcurl multi handle could not be created") }
         handle = h
         // Multiplex on HTTP/2 when offered; cap connections per host politely.
         _ = glasses_multi_setopt_long(handle, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
         _ = glasses_multi_setopt_long(handle, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, maxHostConnections))
+        _ = glasses_multi_setopt_long(handle, CURLMOPT_MAX_CONCURRENT_STREAMS, max(1, maxStreams))
     }
 
     deinit {

@@ -13,7 +13,9 @@ public struct TransferPolicy: Sendable, Equatable {
     public var parallelFiles = 4
     /// Let the number of connections follow the work: many small files are mostly waiting
     /// for round trips, so they get more connections (up to `maxParallelFiles`); a few big
-    /// files keep `parallelFiles`. Over HTTP/2 these are streams on one connection.
+    /// files keep `parallelFiles`. Over https, small files go further: up to 100 at once, as
+    /// HTTP/2 streams on one connection where the server offers it, while each big file
+    /// (1 MiB or more) has a connection of its own.
     public var adaptiveParallelism = true
     /// The most files fetched at once when the work adapts (`adaptiveParallelism`).
     public var maxParallelFiles = 16
@@ -78,10 +80,32 @@ public struct TransferPolicy: Sendable, Equatable {
         return "\(name)=\(value)"
     }
 
+    /// Files at least this big travel on connections of their own (`CurlEasy(ownConnections:)`),
+    /// never as streams beside small files on a shared HTTP/2 connection; smaller ones count
+    /// as small for `parallelism(for:)`.
+    static let ownConnectionSize: Int64 = 1 << 20
+
+    /// Small files in flight at once over https when the work adapts: every request is sent
+    /// at once as an HTTP/2 stream on one connection, so the files cost a few round trips
+    /// rather than one each per connection. libcurl's own limit per connection
+    /// (CURLMOPT_MAX_CONCURRENT_STREAMS), and under what servers allow (nginx 128).
+    static let multiplexedFiles = 100
+
+    /// Small https files in flight at once beside `parallelism(for:)`'s transfers, or nil when
+    /// they count against it like every other file: with `--parallel N`
+    /// (`adaptiveParallelism` off) and under a rate limit (each transfer must stay above the
+    /// stall threshold). Where the server speaks only HTTP/1.1, libcurl holds the extra
+    /// requests until one of the host's connections (`parallelism`'s number) is free.
+    func streams(for requests: [FileRequest]) -> Int? {
+        guard adaptiveParallelism, maxBytesPerSecond == nil else { return nil }
+        let small = requests.reduce(0) { $0 + ($1.size < Self.ownConnectionSize ? 1 : 0) }
+        return small > parallelism(for: requests) ? Self.multiplexedFiles : nil
+    }
+
     /// Files fetched at once for these requests (see `adaptiveParallelism`).
     func parallelism(for requests: [FileRequest]) -> Int {
         guard adaptiveParallelism else { return max(1, parallelFiles) }
-        let small = requests.reduce(0) { $0 + ($1.size < 1 << 20 ? 1 : 0) }
+        let small = requests.reduce(0) { $0 + ($1.size < Self.ownConnectionSize ? 1 : 0) }
         let wanted = small >= 64 ? 16 : (small >= 16 ? 8 : parallelFiles)
         var parallel = max(1, min(max(parallelFiles, wanted), max(parallelFiles, maxParallelFiles)))
         // Under a rate limit, every connection keeps well above the stall threshold.

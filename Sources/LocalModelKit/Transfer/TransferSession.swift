@@ -67,6 +67,12 @@ final class TransferSession {
         onTick(TransferTick(reason: reason, presentBytes: present, totalBytes: totalBytes, validators: validators))
     }
 
+    /// The URL `job`'s next `begin` asks: the redirect it follows, else where its attempt
+    /// starts (`FileJob.begin`).
+    private static func nextURL(of job: FileJob) -> String {
+        job.followingRedirect ? job.url : (job.resolvedURL ?? job.request.url)
+    }
+
     /// Runs every request to an outcome (in request order).
     /// - Parameter readers: who reads a request's partial file while it is written, by the
     ///   request's index.
@@ -91,19 +97,31 @@ final class TransferSession {
         pendingValidators = []
         var queue = jobs.sorted { $0.request.size > $1.request.size }   // largest first: shortest total time
         var active: [Int: FileJob] = [:]
+        // Handles on the multi handle's connections (small files, as HTTP/2 streams where
+        // offered), and handles with connections of their own (big files).
         var spareHandles: [CurlEasy] = []
+        var spareOwnHandles: [CurlEasy] = []
         var lastTick = 0.0
         let parallel = policy.parallelism(for: requests)
+        // Small https files in flight beside `parallel` (nil: they count against it), and
+        // the active jobs counted there.
+        let streams = policy.streams(for: requests)
+        var streaming: Set<Int> = []
 
         // Existing partials are hashed once (resume base) before any network traffic, so the
-        // first tick already counts them.
-        for job in jobs where !cancellation.isCancelled { job.prepare() }
+        // first tick already counts them. A small file with nothing on disk yet is prepared
+        // (its partial created) when it starts instead: creating hundreds of empty files first
+        // would hold back every request, the big files' included, by a tenth of a second.
+        for job in jobs where !cancellation.isCancelled {
+            if job.request.size < TransferPolicy.ownConnectionSize && FileIO.regularFileSize(job.request.partialPath) == nil { continue }
+            job.prepare()
+        }
         if let offline = policy.offlineBy, let needed = jobs.first(where: { $0.outcome == nil }) {
             // A partial that did not verify would now be fetched again.
             for job in jobs where job.outcome == nil { job.finish(.failed(.cancelled)) }
             throw .offline(by: offline, url: needed.request.url)
         }
-        let multi = try CurlMulti(maxHostConnections: max(8, parallel))
+        let multi = try CurlMulti(maxHostConnections: max(8, parallel), maxStreams: streams ?? TransferPolicy.multiplexedFiles)
         cancellation.attach(multi.waker)
         defer {
             cancellation.attach(nil)
@@ -122,20 +140,34 @@ final class TransferSession {
                 break
             }
             let now = monotonicSeconds()
-            // Start what can start.
+            // Start what can start: small https files up to `streams` (HTTP/2 streams on one
+            // connection where the server offers it), everything else up to `parallel`.
             var index = 0
-            while active.count < parallel && index < queue.count {
+            while index < queue.count && (active.count - streaming.count < parallel || streams.map { streaming.count < $0 } == true) {
                 let job = queue[index]
                 if job.outcome != nil { queue.remove(at: index); continue }
                 guard job.notBefore <= now else { index += 1; continue }
+                // Not prepared yet (a small file with no partial): its partial is made now.
+                if job.file == nil {
+                    job.prepare()
+                    if job.outcome != nil { queue.remove(at: index); continue }
+                }
+                let ownConnection = job.request.size >= TransferPolicy.ownConnectionSize
+                let asStream = streams != nil && !ownConnection && Self.nextURL(of: job).lowercased().hasPrefix("https://")
+                if asStream ? streaming.count >= streams ?? 0 : active.count - streaming.count >= parallel { index += 1; continue }
                 queue.remove(at: index)
                 let easy: CurlEasy
-                if let spare = spareHandles.popLast() { easy = spare } else { easy = try CurlEasy() }
+                if ownConnection {
+                    if let spare = spareOwnHandles.popLast() { easy = spare } else { easy = try CurlEasy(ownConnections: true) }
+                } else {
+                    if let spare = spareHandles.popLast() { easy = spare } else { easy = try CurlEasy() }
+                }
                 if job.begin(with: easy) {
                     try multi.add(easy)
                     active[job.index] = job
+                    if asStream { streaming.insert(job.index) }
                 } else {
-                    spareHandles.append(easy)
+                    if easy.ownsConnections { spareOwnHandles.append(easy) } else { spareHandles.append(easy) }
                     if job.outcome == nil { queue.append(job) }
                 }
             }
@@ -155,12 +187,14 @@ final class TransferSession {
                 }
             }
             try multi.perform()
-            for (easy, result) in multi.finished() {
+            let finished = multi.finished()
+            for (easy, result) in finished {
                 multi.remove(easy)
                 guard let job = active.removeValue(forKey: easy.tag) else { continue }
+                streaming.remove(job.index)
                 job.complete(result)
                 easy.delegate = nil
-                spareHandles.append(easy)
+                if easy.ownsConnections { spareOwnHandles.append(easy) } else { spareHandles.append(easy) }
                 if job.outcome == nil { queue.append(job) }
             }
             if now - lastTick >= tickInterval {
@@ -186,6 +220,10 @@ final class TransferSession {
             }
             // A transfer that stopped at its share has bytes waiting: no sleep.
             if active.values.contains(where: \.pausedForShare) { continue }
+            // Transfers ended: their places go to queued files now. (Polling first would wait
+            // for activity that may not come until the next tick: when a round of HTTP/2
+            // streams has ended together, nothing else is in flight.)
+            if !finished.isEmpty && queue.contains(where: { $0.outcome == nil && $0.notBefore <= now }) { continue }
             let wait = max(0.001, min(tickInterval, nextRetry - monotonicSeconds(), nextBudget))
             multi.poll(timeoutMs: Int32(clamping: ExternalNumber.int64(clamping: wait * 1000) ?? 1))
         }
