@@ -348,7 +348,16 @@ public final class LocalModelEngine: Sendable {
 
     /// The autoChoice rule over this device and store.
     public func autoChoice() throws(LocalModelError) -> AutoDecision {
-        try AutoChoiceRule.decide(autoChoiceInputs())
+        try explainAutoChoice().decision
+    }
+
+    /// The autoChoice rule with what it was decided from: the inputs and the one memory
+    /// reading they came from (what `auto --explain` and `auto --json` print, so a command
+    /// never runs the rule itself or reads the memory a second time).
+    public func explainAutoChoice() throws(LocalModelError) -> AutoChoiceExplanation {
+        let memory = probe.memory()
+        let inputs = try autoChoiceInputs(memory: memory)
+        return AutoChoiceExplanation(decision: AutoChoiceRule.decide(inputs), inputs: inputs, memory: memory)
     }
 
     /// The rule as upstream's resolver asks it: `servedRemotely`, the models are served
@@ -366,10 +375,13 @@ public final class LocalModelEngine: Sendable {
 
     /// The rule's inputs as read now (for `auto --explain` and tests).
     public func autoChoiceInputs() throws(LocalModelError) -> AutoChoiceInputs {
+        try autoChoiceInputs(memory: probe.memory())
+    }
+
+    private func autoChoiceInputs(memory: MemoryReading) throws(LocalModelError) -> AutoChoiceInputs {
         do {
             let snap = try snapshot()
             let statuses = models(in: snap, kind: .llm)
-            let memory = probe.memory()
             return AutoChoiceInputs(
                 rungs: statuses.map {
                     LadderRung(id: $0.model.id, requiredMb: $0.model.requiredMb, autoEligible: $0.model.autoEligible,

@@ -230,9 +230,8 @@ enum QueryCommands {
 
     static func auto(_ context: CommandContext) throws(CLIError) -> ExitCode {
         let engine = try context.engine()
-        let inputs = try context.attempt { try engine.autoChoiceInputs() }
-        let decision = AutoChoiceRule.decide(inputs)
-        let memory = engine.probe.memory()
+        let explained = try context.attempt { try engine.explainAutoChoice() }
+        let (decision, inputs, memory) = (explained.decision, explained.inputs, explained.memory)
         if context.console.json {
             context.console.printJSON([
                 "modelId": JSONValue(decision.modelId), "isLocal": .bool(decision.isLocal),

@@ -34,7 +34,10 @@ final class DownloadRecorder {
         /// Space other downloads have reserved (for the space check).
         var reservedByOthers: Int64
         /// `sha256:size` of the files installed models hold (linked, never downloaded).
-        var held: Set<String>
+        var held: Set<String> { Set(holders.keys) }
+        /// For each of those, the first installed copy: its install and its path inside it
+        /// (what `adoptStoredCopies` links from, read here so a download reads once).
+        var holders: [String: (install: InstallRecord, path: String)]
     }
 
     init(records: Records, model: CatalogModel, catalogVersion: Int,
@@ -47,9 +50,18 @@ final class DownloadRecorder {
         do {
             prior = try records.read { ctx in
                 let saved = try ctx.partialFiles(id)
+                let allFiles = try ctx.allFiles()
+                var holders: [String: (install: InstallRecord, path: String)] = [:]
+                for install in try ctx.installs() where install.state == .installed {
+                    for file in allFiles[install.modelId] ?? [] {
+                        guard let sha = file.verifiedSha256 else { continue }
+                        let key = FileRecord.heldKey(sha256: sha, size: file.size)
+                        if holders[key] == nil { holders[key] = (install, file.path) }
+                    }
+                }
                 return Prior(install: try ctx.install(id), files: try ctx.files(id),
                              validators: Dictionary(saved.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a }),
-                             reservedByOthers: try ctx.reservedBytes(excluding: id), held: try ctx.heldFiles())
+                             reservedByOthers: try ctx.reservedBytes(excluding: id), holders: holders)
             }
         } catch { throw .wrap(error, modelId: id) }
         createdAt = prior.install?.createdAt

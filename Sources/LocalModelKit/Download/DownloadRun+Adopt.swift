@@ -13,18 +13,10 @@ extension DownloadRun {
     @discardableResult
     func adoptStoredCopies() -> [String] {
         let hashed = model.files.filter { $0.sha256 != nil }
-        guard !hashed.isEmpty,
-              let (installs, allFiles) = try? records.read({ ctx in (try ctx.installs(), try ctx.allFiles()) }) else { return [] }
-        // SHA-256 and size → an installed copy (its folder and path inside it).
-        var holders: [String: (folder: String, path: String)] = [:]
-        for install in installs where install.state == .installed {
-            let folder = layout.folder(of: install)
-            for file in allFiles[install.modelId] ?? [] {
-                guard let sha = file.verifiedSha256 else { continue }
-                let key = FileRecord.heldKey(sha256: sha, size: file.size)
-                if holders[key] == nil { holders[key] = (folder, file.path) }
-            }
-        }
+        guard !hashed.isEmpty else { return [] }
+        // SHA-256 and size → an installed copy (its folder and path inside it), as the
+        // download's one records read found them.
+        let holders = recorder.prior.holders.mapValues { (folder: layout.folder(of: $0.install), path: $0.path) }
         guard !holders.isEmpty else { return [] }
         let partialRoot = layout.partialPath(id: id)
         var adopted: [String] = []

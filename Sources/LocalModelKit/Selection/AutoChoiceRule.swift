@@ -232,3 +232,15 @@ public enum AutoChoiceRule {
     static func mb(_ bytes: Int64) -> Int64 { (bytes + (1 << 20) - 1) >> 20 }
     static func free(_ bytes: Int64) -> Int64 { max(0, bytes) >> 20 }
 }
+
+/// A decision of the autoChoice rule with what it was decided from
+/// (``LocalModelEngine/explainAutoChoice()``).
+public struct AutoChoiceExplanation: Sendable {
+    /// The rule's answer.
+    public var decision: AutoDecision
+    /// The facts it was decided from: the rungs, the memory budgets, the free storage.
+    public var inputs: AutoChoiceInputs
+    /// The memory reading the budgets came from (physical, available now, its source and
+    /// any override that was refused).
+    public var memory: MemoryReading
+}

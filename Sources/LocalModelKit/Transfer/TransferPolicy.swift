@@ -1,9 +1,4 @@
 import FoundationEssentials
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// How transfers behave: parallelism, timeouts, retries. Defaults suit a phone or a
 /// laptop on a flaky network; tests shrink the delays.
@@ -117,7 +112,10 @@ public struct TransferPolicy: Sendable, Equatable {
 
     /// Backoff before attempt `n` (1-based) of a file, without `Retry-After`.
     func backoff(attempt n: Int, random: Double) -> Double {
-        let raw = min(maxBackoff, baseBackoff * pow(2, Double(max(0, n - 1))))
+        // 2^(n-1) by doubling (no libm: POSIX and C stay in System/), capped long before it
+        // could overflow.
+        let doublings = min(max(0, n - 1), 62)
+        let raw = min(maxBackoff, baseBackoff * Double(Int64(1) << doublings))
         return raw * (0.8 + 0.4 * random)
     }
 }
