@@ -340,6 +340,43 @@ struct BZip2Tests {
         }
     }
 
+    // MARK: Memory
+
+    @Test("a reader slower than the decoder holds it: never more than one block per worker and the one being read in flight, and their buffers bounded, however long the input",
+          arguments: [1, 2, 4])
+    func slowReaderBoundsTheBlocksInFlight(workers: Int) throws {
+        try StoreTestSupport.withTempDir { dir in
+            // Bytes bzip2 cannot shrink: level 1 cuts them into about 60 blocks of 100 kB,
+            // each decoding to one output chunk.
+            var state: UInt64 = 0x2545_F491_4F6C_DD1D
+            let data = (0..<(6 << 20)).map { _ -> UInt8 in
+                state ^= state << 13; state ^= state >> 7; state ^= state << 17
+                return UInt8(truncatingIfNeeded: state)
+            }
+            let compressed = try Self.compress(data, level: 1, in: dir)
+            let decoder = BZip2Blocks(input: ChunkedInput(compressed, readSize: 1 << 20), workers: workers)
+            defer { decoder.close() }
+            var decoded: [UInt8] = []
+            decoded.reserveCapacity(data.count)
+            while true {
+                // The slow writer: before taking more, it lets the splitter and the workers
+                // run until the bound holds them (or the input is all cut).
+                #expect(StoreTestSupport.waitUntil(seconds: 120) { decoder.statistics.splitterHeld }, "\(decoder.statistics)")
+                let bytes = try decoder.next()
+                if bytes.isEmpty { break }
+                decoded += bytes
+            }
+            #expect(decoded == data)
+            let stats = decoder.statistics
+            #expect(stats.blocks > 40 && !stats.fellBack, "\(stats)")
+            #expect(stats.inFlightLimit == workers + 1, "\(stats)")
+            #expect(stats.peakInFlight == stats.inFlightLimit, "the bound was reached, and held: \(stats)")
+            // Each block in flight: one output chunk and one compressed buffer, reused.
+            let bound = stats.inFlightLimit * (BZip2Blocks.chunkBytes + BZip2Blocks.blockBufferStep)
+            #expect(stats.peakBufferBytes <= bound, "at most \(bound) bytes of buffers: \(stats)")
+        }
+    }
+
     // MARK: Stopping
 
     @Test("close() mid-stream ends every decoder thread, also while the splitter waits for bytes still downloading")
