@@ -340,6 +340,101 @@ struct BZip2Tests {
         }
     }
 
+    // MARK: Memory
+
+    @Test("a reader slower than the decoder holds it: never more than one block per worker and the one being read in flight, and their buffers bounded, however long the input",
+          arguments: [1, 2, 4])
+    func slowReaderBoundsTheBlocksInFlight(workers: Int) throws {
+        try StoreTestSupport.withTempDir { dir in
+            // Bytes bzip2 cannot shrink: level 1 cuts them into about 60 blocks of 100 kB,
+            // each decoding to one output chunk.
+            var state: UInt64 = 0x2545_F491_4F6C_DD1D
+            let data = (0..<(6 << 20)).map { _ -> UInt8 in
+                state ^= state << 13; state ^= state >> 7; state ^= state << 17
+                return UInt8(truncatingIfNeeded: state)
+            }
+            let compressed = try Self.compress(data, level: 1, in: dir)
+            let decoder = BZip2Blocks(input: ChunkedInput(compressed, readSize: 1 << 20), workers: workers)
+            defer { decoder.close() }
+            var decoded: [UInt8] = []
+            decoded.reserveCapacity(data.count)
+            while true {
+                // The slow writer: before taking more, it lets the splitter and the workers
+                // run until the bound holds them (or the input is all cut).
+                #expect(StoreTestSupport.waitUntil(seconds: 120) { decoder.statistics.splitterHeld }, "\(decoder.statistics)")
+                let bytes = try decoder.next()
+                if bytes.isEmpty { break }
+                decoded += bytes
+            }
+            #expect(decoded == data)
+            let stats = decoder.statistics
+            #expect(stats.blocks > 40 && !stats.fellBack, "\(stats)")
+            #expect(stats.peakInFlight == workers + 1, "one block per worker and the one being read, reached and held: \(stats)")
+            // Each block in flight: one output chunk and one compressed buffer, reused.
+            let bound = (workers + 1) * (BZip2Blocks.chunkBytes + BZip2Blocks.blockBufferStep)
+            #expect(stats.peakBufferBytes <= bound, "at most \(bound) bytes of buffers: \(stats)")
+        }
+    }
+
+    @Test("an archive downloading faster than it unpacks waits for the unpacking: never more than the lead unread on disk, every file extracted")
+    func downloadWaitsForTheUnpacking() throws {
+        try StoreTestSupport.withTempDir { dir in
+            let (archive, files) = try Self.tarBz2(in: dir, files: 6, size: 900 << 10)
+            let size = Int64(try StoreTestSupport.readFile(archive).count)
+            let lead: Int64 = 256 << 10, step: Int64 = 64 << 10
+            try #require(size > 8 * lead, "\(size) bytes")
+            let feed = ArchiveFeed(path: archive, lead: lead)
+            let written = Locked<Int64>(0)
+            // The "download": as fast as it can, 64 KiB at a time.
+            Threads.start(name: "test-feed") {
+                var at: Int64 = 0
+                while at < size {
+                    at = min(size, at + step)
+                    feed.advance(to: at)
+                    written.withLock { $0 = at }
+                }
+                feed.finish(at: size)
+            }
+            // Nothing read yet: the download is held at the lead.
+            #expect(StoreTestSupport.waitUntil(seconds: 60) { feed.pacing.writerWaiting }, "\(feed.pacing)")
+            #expect(written.withLock { $0 } <= lead + step, "held at \(written.withLock { $0 }) of \(size) bytes")
+            let staging = dir + "/staging"
+            try FileIO.createDirectory(staging)
+            let result = try ArchiveExtractor.extract(feed: feed, format: .tarBz2, stripComponents: 1, into: staging, files: files)
+            for file in files { #expect(result.hashes[file.path] == file.sha256, "\(file.path)") }
+            #expect(written.withLock { $0 } == size)
+            #expect(feed.pacing.peakLead <= lead + step, "the download never ran further ahead: \(feed.pacing)")
+            #expect(Self.decoderThreadsEnd(), "\(Self.decoderThreads())")
+        }
+    }
+
+    @Test("an extraction that stops early (a file that fails its hash) lets the download run on to its end")
+    func downloadRunsOnWhenTheUnpackingStops() throws {
+        try StoreTestSupport.withTempDir { dir in
+            var (archive, files) = try Self.tarBz2(in: dir, files: 6, size: 900 << 10)
+            let size = Int64(try StoreTestSupport.readFile(archive).count)
+            files[0].sha256 = String(repeating: "0", count: 64)
+            let feed = ArchiveFeed(path: archive, lead: 256 << 10)
+            let written = Locked<Int64>(0)
+            Threads.start(name: "test-feed") {
+                var at: Int64 = 0
+                while at < size {
+                    at = min(size, at + (64 << 10))
+                    feed.advance(to: at)
+                    written.withLock { $0 = at }
+                }
+            }
+            let staging = dir + "/staging"
+            try FileIO.createDirectory(staging)
+            #expect(throws: UnpackError.self) {
+                _ = try ArchiveExtractor.extract(feed: feed, format: .tarBz2, stripComponents: 1, into: staging, files: files)
+            }
+            #expect(StoreTestSupport.waitUntil(seconds: 60) { written.withLock { $0 } == size },
+                    "the download was not held by an extraction that ended: \(written.withLock { $0 }) of \(size)")
+            feed.finish(at: size)
+        }
+    }
+
     // MARK: Stopping
 
     @Test("close() mid-stream ends every decoder thread, also while the splitter waits for bytes still downloading")

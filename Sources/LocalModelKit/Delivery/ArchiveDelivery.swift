@@ -33,7 +33,10 @@ struct ArchiveDelivery: SourceDelivery {
             try run.layout.createDirectory(staging)
         } catch { throw run.io(error) }
 
-        let feed = ArchiveFeed(path: request.partialPath)
+        // A resume's kept bytes are on disk before the unpacking has read any: they widen the
+        // lead, or the request would wait until the unpacking had read them all.
+        let kept = min(FileIO.regularFileSize(request.partialPath) ?? 0, archive.size)
+        let feed = ArchiveFeed(path: request.partialPath, lead: ArchiveFeed.defaultLead + kept)
         let unpacking = Unpacking()
         let (archive, files, flag) = (archive, model.files, run.cancellation)
         Threads.start(name: "gl-unpack") {

@@ -89,10 +89,12 @@ package enum ArchiveExtractor {
     }
 
     /// Extracts an archive while it downloads: the bytes come from `feed` as they reach
-    /// the disk. Call it on a thread of its own; it returns when the feed ends.
+    /// the disk (the download waits while too many are unread). Call it on a thread of its
+    /// own; it returns when the feed ends, and then no longer holds the download.
     static func extract(feed: ArchiveFeed, format: ArchiveFormat, stripComponents: Int,
                         into staging: String, files: [CatalogFile],
                         isCancelled: () -> Bool = { false }) throws(UnpackError) -> Result {
+        defer { feed.release() }
         if format == .tarBz2 {
             return try extract(bzip2: feed, stripComponents: stripComponents, into: staging, files: files, isCancelled: isCancelled)
         }
@@ -195,7 +197,10 @@ package enum ArchiveExtractor {
         var createdDirs: Set<String> = [""]
         let maxEntries = files.count * 2 + 1024
         var entries = 0
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        // A file's bytes are copied out of libarchive through this, written and hashed: a
+        // quarter of a megabyte is as fast as more, and the memory counts (an install runs
+        // beside the app).
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 16)
         defer { buffer.deallocate() }
 
         var entry: OpaquePointer?

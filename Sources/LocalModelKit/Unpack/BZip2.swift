@@ -43,6 +43,8 @@ final class BZip2Stream {
     // call: the struct needs an address that never moves.
     private let stream = UnsafeMutablePointer<bz_stream>.allocate(capacity: 1)
     private let what: String
+    /// Where libbz2's tables come from, when not malloc; kept alive until the stream ends.
+    private let memory: BZip2Memory?
 
     /// What one `decompress` call did.
     struct Step {
@@ -52,10 +54,25 @@ final class BZip2Stream {
         var ended: Bool
     }
 
-    /// - Parameter what: what is being decoded, for the messages of its errors.
-    init(describing what: String) throws(BZip2Error) {
+    /// - Parameters:
+    ///   - what: what is being decoded, for the messages of its errors.
+    ///   - memory: reuses the tables of the streams before this one (one thread's decoder
+    ///     after another); nil: libbz2 allocates and frees them with malloc.
+    init(describing what: String, memory: BZip2Memory? = nil) throws(BZip2Error) {
         self.what = what
+        self.memory = memory
         stream.initialize(to: bz_stream())
+        if let memory {
+            stream.pointee.opaque = Unmanaged.passUnretained(memory).toOpaque()
+            stream.pointee.bzalloc = { opaque, items, size in
+                guard let opaque, items >= 0, size >= 0 else { return nil }
+                return Unmanaged<BZip2Memory>.fromOpaque(opaque).takeUnretainedValue().allocate(Int(items) * Int(size))
+            }
+            stream.pointee.bzfree = { opaque, pointer in
+                guard let opaque, let pointer else { return }
+                Unmanaged<BZip2Memory>.fromOpaque(opaque).takeUnretainedValue().free(pointer)
+            }
+        }
         let rc = glasses_BZ2_bzDecompressInit(stream, 0, 0)
         guard rc == BZ_OK else {
             stream.deinitialize(count: 1)
@@ -95,3 +112,36 @@ final class BZip2Stream {
 }
 
 @available(*, unavailable) extension BZip2Stream: Sendable {}
+
+/// libbz2's tables kept from one stream to the next (bz_stream's bzalloc and bzfree): a
+/// decoder of level 9 allocates 3.6 MB for each block it decodes, and a worker decodes
+/// one block after another. Reused, the memory is faulted in once instead of for every
+/// block, and no multi-megabyte block is freed over and over: glibc's malloc raises its
+/// mmap threshold past the size of each mmapped block freed, after which the other
+/// buffers of a download (the megabyte ones of the blocks, the transfer's) come from
+/// heaps that keep their memory instead of being given back. One thread's: the streams
+/// that use it run one after another.
+final class BZip2Memory {
+    private var kept: [Int: [UnsafeMutableRawPointer]] = [:]
+    private var sizes: [UnsafeMutableRawPointer: Int] = [:]
+
+    init() {}
+
+    deinit {
+        for (_, pointers) in kept { for pointer in pointers { pointer.deallocate() } }
+        for (pointer, _) in sizes { pointer.deallocate() }
+    }
+
+    fileprivate func allocate(_ bytes: Int) -> UnsafeMutableRawPointer? {
+        let pointer = kept[bytes]?.popLast() ?? UnsafeMutableRawPointer.allocate(byteCount: max(bytes, 1), alignment: 16)
+        sizes[pointer] = bytes
+        return pointer
+    }
+
+    fileprivate func free(_ pointer: UnsafeMutableRawPointer) {
+        guard let bytes = sizes.removeValue(forKey: pointer) else { return }
+        kept[bytes, default: []].append(pointer)
+    }
+}
+
+@available(*, unavailable) extension BZip2Memory: Sendable {}

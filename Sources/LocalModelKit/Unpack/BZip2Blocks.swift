@@ -7,10 +7,18 @@ import FoundationEssentials
 /// stream of its own (`BZip2Format.wrap`), so libbz2 checks every block's CRC; the
 /// caller of `next()` (the extractor) gets each block's output in order and checks each
 /// stream's combined CRC. No byte is handed out before its block's CRC matched, on either
-/// path: a block's output is kept until its last byte is checked. Memory stays bounded: at
-/// most `2 × workers` blocks are cut ahead of the reader, and a block keeps at most 8 MiB of
-/// output; a bigger one (runs: a block can decode to 45 MB) is only checked by its worker,
-/// then decoded again, streaming, when the reader gets to it.
+/// path: a block's output is kept until its last byte is checked.
+///
+/// Memory is bounded by what the reader (the extractor, which writes the files) takes:
+/// at most `workers + 1` blocks are in flight, the one being read and one for each worker
+/// (the splitter cuts the next only when the reader has finished one), and a block keeps
+/// at most 8 MiB of output; a bigger one (runs: a block can decode to 45 MB) is only
+/// checked by its worker, then decoded again, streaming, when the reader gets to it. The
+/// blocks' buffers (compressed and decoded) come from a pool and go back to it, so the
+/// same memory serves every block instead of a megabyte allocated and freed on each
+/// thread for each block (which the allocator keeps, not the process). A slow reader
+/// therefore holds the decoder, the splitter, and with them the reading of the input (an
+/// archive still downloading is read from its file, never buffered here).
 ///
 /// Anything the splitter's view of the input cannot explain (a block that fails to decode,
 /// a "block" longer than any block can be, a combined CRC that does not match, no end
@@ -41,6 +49,11 @@ final class BZip2Blocks: @unchecked Sendable {
     /// The most output a block keeps for the reader; past it the block is decoded again
     /// when the reader gets to it.
     static let keptCap = 8 << 20
+    /// Output chunks kept in the pool for reuse, at most (beyond it they are freed on return).
+    static let pooledChunks = 8
+    /// A compressed block's buffer is a multiple of this, so that one buffer fits most
+    /// blocks of a stream.
+    static let blockBufferStep = 256 << 10
 
     /// A block for a worker.
     private struct Job {
@@ -73,6 +86,8 @@ final class BZip2Blocks: @unchecked Sendable {
 
     private let input: CompressedInput
     private let lock = Threads.Lock()
+    /// The bytes of the blocks' buffers, compressed and decoded, in use or pooled.
+    private let ledger = BufferLedger()
 
     // Shared, under `lock`.
     private var workers = 0
@@ -83,6 +98,15 @@ final class BZip2Blocks: @unchecked Sendable {
     private var splitEnd: SplitEnd?
     private var closing = false
     private var running = 0
+    /// Blocks in flight at most: `cut - head` (the one being read included).
+    private var inFlightLimit = 1
+    private var peakInFlight = 0
+    /// Blocks whose decoding ended (in any order).
+    private var decoded = 0
+    private var waitingForRoom = false
+    /// Reusable output chunks, and compressed blocks' buffers.
+    private var chunkPool: [ByteBuffer] = []
+    private var blockPool: [ByteBuffer] = []
 
     // Reader.
     private var current: ByteBuffer?
@@ -95,13 +119,19 @@ final class BZip2Blocks: @unchecked Sendable {
     private var finished = false
 
     /// Starts the splitter and the workers; `close()` must follow.
-    init(input: CompressedInput, workers: Int = BZip2Blocks.defaultWorkers) {
+    /// - Parameter blocksInFlight: blocks cut ahead of the reader at most, the one it reads
+    ///   included; by default one for each worker that started, and one for the reader.
+    init(input: CompressedInput, workers: Int = BZip2Blocks.defaultWorkers, blocksInFlight: Int? = nil) {
         self.input = input
         var started = 0
         for i in 0..<max(1, workers) {
             if spawn("gl-bz2-\(i)", { $0.work() }) { started += 1 }
         }
-        lock.withLock { self.workers = started }
+        lock.withLock {
+            self.workers = started
+            inFlightLimit = max(1, blocksInFlight ?? started + 1)
+            lock.broadcast()
+        }
         if started == 0 || !spawn("gl-bz2-split", { $0.split() }) {
             // No threads to be had: one decoder on the caller's thread.
             close()
@@ -135,14 +165,75 @@ final class BZip2Blocks: @unchecked Sendable {
             while running > 0 { lock.wait() }
             pending.removeAll()
             slots.removeAll()
+            chunkPool.removeAll()
+            blockPool.removeAll()
         }
     }
 
-    /// What happened so far (for tests): the threads that decode, the blocks cut, those
-    /// decoded again by the reader, and whether the rest went to one sequential decoder.
-    var statistics: (workers: Int, blocks: Int, replayed: Int, fellBack: Bool) {
-        let (workers, blocks) = lock.withLock { (self.workers, cut) }
-        return (workers, blocks, replayed, sequential != nil)
+    /// What happened so far, for tests.
+    struct Statistics: CustomStringConvertible {
+        /// The threads that decode.
+        var workers: Int
+        /// The blocks cut.
+        var blocks: Int
+        /// The blocks decoded again by the reader (too big to keep).
+        var replayed: Int
+        /// Whether the rest went to one sequential decoder.
+        var fellBack: Bool
+        /// The most blocks in flight at once (cut and not yet read, the one being read
+        /// included), and their bound.
+        var peakInFlight: Int
+        var inFlightLimit: Int
+        /// The most bytes the blocks' buffers held at once: compressed and decoded, in use
+        /// or pooled (a replayed block's streaming buffer aside).
+        var peakBufferBytes: Int
+        /// The splitter is waiting for the reader to finish a block (the bound is reached,
+        /// not only every worker busy), or has cut the whole input.
+        var splitterHeld: Bool
+
+        var description: String {
+            "\(workers) workers, \(blocks) blocks, \(replayed) replayed, fell back: \(fellBack), at most \(peakInFlight) in flight "
+                + "(bound \(inFlightLimit)), at most \(peakBufferBytes) bytes of buffers"
+        }
+    }
+
+    var statistics: Statistics {
+        let (workers, blocks, peak, limit, held) = lock.withLock {
+            (self.workers, cut, peakInFlight, inFlightLimit, waitingForRoom || splitEnd != nil)
+        }
+        return Statistics(workers: workers, blocks: blocks, replayed: replayed, fellBack: sequential != nil, peakInFlight: peak,
+                          inFlightLimit: limit, peakBufferBytes: ledger.peak, splitterHeld: held)
+    }
+
+    // MARK: The pools
+
+    /// An output chunk, from the pool when one is free. Under `lock`.
+    private func takeChunk() -> ByteBuffer {
+        if let chunk = chunkPool.popLast() {
+            chunk.count = 0
+            return chunk
+        }
+        return ByteBuffer(capacity: Self.chunkBytes, ledger: ledger)
+    }
+
+    /// A buffer for a compressed block of `capacity` bytes, from the pool when one is big
+    /// enough (sizes rounded up to 256 KiB, so that one buffer fits most blocks of a stream).
+    private func takeBlockBuffer(_ capacity: Int) -> ByteBuffer {
+        lock.withLock {
+            if let i = blockPool.lastIndex(where: { $0.capacity >= capacity }) {
+                let buffer = blockPool.remove(at: i)
+                buffer.count = 0
+                return buffer
+            }
+            let step = Self.blockBufferStep
+            return ByteBuffer(capacity: (capacity + step - 1) / step * step, ledger: ledger)
+        }
+    }
+
+    /// Buffers no longer used, back to their pools. Under `lock`.
+    private func giveBack(chunks: [ByteBuffer] = [], block: ByteBuffer? = nil) {
+        for chunk in chunks where chunkPool.count < Self.pooledChunks { chunkPool.append(chunk) }
+        if let block, blockPool.count < workers + 1 { blockPool.append(block) }
     }
 
     // MARK: The reader
@@ -153,6 +244,11 @@ final class BZip2Blocks: @unchecked Sendable {
     ///   own error (`.abandoned`, `.system`), `.system` when libbz2 cannot run.
     func next() throws(UnpackError) -> UnsafeRawBufferPointer {
         if let sequential { return try sequential.next() }
+        // The bytes handed out last are no longer needed.
+        if let chunk = current {
+            current = nil
+            lock.withLock { giveBack(chunks: [chunk]) }
+        }
         if finished { return UnsafeRawBufferPointer(start: nil, count: 0) }
         while true {
             if let replay {
@@ -237,8 +333,9 @@ final class BZip2Blocks: @unchecked Sendable {
     // MARK: The workers
 
     private func work() {
+        let memory = BZip2Memory()
         while let job = takeJob() {
-            decode(job)
+            decode(job, memory: memory)
         }
     }
 
@@ -250,7 +347,7 @@ final class BZip2Blocks: @unchecked Sendable {
         }
     }
 
-    private func decode(_ job: Job) {
+    private func decode(_ job: Job, memory: BZip2Memory) {
         let block = job.block
         let what = "bzip2 block \(job.index + 1) (compressed byte \(block.offset))"
         let wrapped = block.wrapped
@@ -258,11 +355,12 @@ final class BZip2Blocks: @unchecked Sendable {
         var kept = 0
         var tooBig = false
         var failure: BZip2Error?
+        var spare: ByteBuffer?
         do throws(BZip2Error) {
-            let stream = try BZip2Stream(describing: what)
+            let stream = try BZip2Stream(describing: what, memory: memory)
             let input = wrapped.bytes
             var consumed = 0
-            var chunk = ByteBuffer(capacity: Self.chunkBytes)
+            var chunk = lock.withLock { takeChunk() }
             while true {
                 if lock.withLock({ closing }) { return }
                 let room = min(Self.step, chunk.capacity - chunk.count)
@@ -282,9 +380,10 @@ final class BZip2Blocks: @unchecked Sendable {
                     } else {
                         chunks.append(chunk)
                         kept += chunk.count
-                        chunk = ByteBuffer(capacity: Self.chunkBytes)
+                        chunk = lock.withLock { takeChunk() }
                         if kept >= Self.keptCap {
                             tooBig = true
+                            lock.withLock { giveBack(chunks: chunks) }
                             chunks = []
                         }
                     }
@@ -292,17 +391,21 @@ final class BZip2Blocks: @unchecked Sendable {
                     throw BZip2Stream.truncated("\(what): the block ends before its next magic")
                 }
             }
-            if !tooBig && chunk.count > 0 { chunks.append(chunk) }
+            if !tooBig && chunk.count > 0 { chunks.append(chunk) } else { spare = chunk }
         } catch {
             failure = error
         }
         lock.withLock {
+            decoded += 1
             slots[job.index]?.done = true
             slots[job.index]?.failure = failure
             if failure == nil {
                 slots[job.index]?.chunks = chunks
                 if tooBig { slots[job.index]?.replay = (wrapped, what) }
+            } else {
+                giveBack(chunks: chunks)
             }
+            giveBack(chunks: spare.map { [$0] } ?? [], block: failure == nil && tooBig ? nil : wrapped)
             lock.broadcast()
         }
     }
@@ -312,7 +415,8 @@ final class BZip2Blocks: @unchecked Sendable {
     private func split() {
         let end: SplitEnd
         do {
-            try BlockSplitter(input: input).run { cut throws(BlockSplitter.Stop) in try queue(cut) }
+            try BlockSplitter(input: input, buffer: { [self] in takeBlockBuffer($0) })
+                .run(room: { () throws(BlockSplitter.Stop) in try waitForRoom() }) { cut throws(BlockSplitter.Stop) in try queue(cut) }
             end = .complete
         } catch {
             switch error {
@@ -327,14 +431,30 @@ final class BZip2Blocks: @unchecked Sendable {
         }
     }
 
-    /// Queues a block for the workers, waiting while `2 × workers` are ahead of the reader.
+    /// Waits while `inFlightLimit` blocks are cut and not yet read, or every worker has a
+    /// block, before the next is copied out (and takes memory): the back-pressure from the
+    /// reader to the splitter, and so to the reading of the input. (A block cut before a
+    /// worker is free would only wait, holding its megabyte.)
+    private func waitForRoom() throws(BlockSplitter.Stop) {
+        try lock.withLock { () throws(BlockSplitter.Stop) in
+            while !closing && (cut - head >= inFlightLimit || cut - decoded >= workers) {
+                waitingForRoom = cut - head >= inFlightLimit
+                lock.wait()
+            }
+            waitingForRoom = false
+            if closing { throw .closed }
+        }
+    }
+
+    /// Queues a block for the workers (`waitForRoom` made room for it).
     private func queue(_ block: BlockSplitter.Cut) throws(BlockSplitter.Stop) {
         try lock.withLock { () throws(BlockSplitter.Stop) in
-            while !closing && cut - head >= 2 * workers { lock.wait() }
+            while !closing && cut - head >= inFlightLimit { lock.wait() }
             if closing { throw .closed }
             slots[cut] = Slot(crc: block.crc, endCRC: block.endCRC)
             pending.append(Job(index: cut, block: block))
             cut += 1
+            peakInFlight = max(peakInFlight, cut - head)
             lock.broadcast()
         }
     }

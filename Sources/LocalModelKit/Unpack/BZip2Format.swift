@@ -114,9 +114,12 @@ enum BZip2Format {
     ///   - bytes: the bytes holding the block, the first one holding its first bit.
     ///   - startBit: the block's first bit in `bytes[0]` (0 = most significant).
     ///   - bitCount: the block's length in bits, up to the next magic.
-    static func wrap(_ bytes: UnsafeRawBufferPointer, startBit: Int, bitCount: Int, level: UInt8, crc: UInt32) -> ByteBuffer {
+    ///   - buffer: gives a buffer of at least the capacity asked for (a pool's, to reuse memory).
+    static func wrap(_ bytes: UnsafeRawBufferPointer, startBit: Int, bitCount: Int, level: UInt8, crc: UInt32,
+                     buffer: (Int) -> ByteBuffer = { ByteBuffer(capacity: $0) }) -> ByteBuffer {
         let whole = bitCount >> 3
-        let wrapped = ByteBuffer(capacity: 4 + whole + 1 + 10 + 1)
+        let wrapped = buffer(4 + whole + 1 + 10 + 1)
+        precondition(wrapped.capacity >= 4 + whole + 1 + 10 + 1, "a wrapped block's buffer is too small")
         let out = wrapped.memory
         out[0] = 0x42; out[1] = 0x5A; out[2] = 0x68; out[3] = level
         var n = 4
@@ -162,9 +165,13 @@ final class ByteBuffer: @unchecked Sendable {
     // BZip2Blocks' lock; never written by two threads.
     let memory: UnsafeMutableRawBufferPointer
     var count = 0
+    /// Counts this buffer's bytes while it lives (the decoder's memory, for its statistics).
+    private let ledger: BufferLedger?
 
-    init(capacity: Int) {
+    init(capacity: Int, ledger: BufferLedger? = nil) {
         memory = .allocate(byteCount: max(capacity, 1), alignment: 16)
+        self.ledger = ledger
+        ledger?.add(memory.count)
     }
 
     /// A copy of `bytes`.
@@ -176,9 +183,29 @@ final class ByteBuffer: @unchecked Sendable {
         count = bytes.count
     }
 
-    deinit { memory.deallocate() }
+    deinit {
+        ledger?.add(-memory.count)
+        memory.deallocate()
+    }
 
     var capacity: Int { memory.count }
     /// The bytes written so far.
     var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: memory[0..<count]) }
+}
+
+/// The bytes a set of buffers holds, now and at most so far: what `BZip2Blocks` keeps in
+/// memory for the blocks in flight (their compressed bytes and their output), so a test
+/// can check that a slow reader bounds it.
+final class BufferLedger: Sendable {
+    private let state = Locked<(now: Int, peak: Int)>((0, 0))
+
+    func add(_ bytes: Int) {
+        state.withLock {
+            $0.now += bytes
+            $0.peak = max($0.peak, $0.now)
+        }
+    }
+
+    var now: Int { state.withLock { $0.now } }
+    var peak: Int { state.withLock { $0.peak } }
 }

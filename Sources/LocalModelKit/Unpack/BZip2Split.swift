@@ -64,42 +64,53 @@ final class BlockSplitter {
         case closed
     }
 
+    /// Input is read this much at a time, straight into the window.
+    static let readStep = 256 << 10
+
     private let input: CompressedInput
-    /// The input not yet cut: `window[0]` is input byte `base`.
-    private var window: [UInt8] = []
+    /// Gives the buffer a block is re-wrapped into (the decoder's pool).
+    private let buffer: (Int) -> ByteBuffer
+    /// The input not yet cut: `window.bytes[0]` is input byte `base`. It holds the longest
+    /// block the splitter accepts and a read more, and never grows: what is cut is moved out.
+    private let window = ByteBuffer(capacity: BZip2Format.maxBlockBytes + 2 * BlockSplitter.readStep)
     private var base: Int64 = 0
     private var inputEnded = false
-    private let readBuffer = ByteBuffer(capacity: 1 << 20)
 
-    init(input: CompressedInput) {
+    init(input: CompressedInput, buffer: @escaping (Int) -> ByteBuffer = { ByteBuffer(capacity: $0) }) {
         self.input = input
+        self.buffer = buffer
     }
 
     /// Cuts every stream of the input into blocks, handing each to `emit` in order.
     /// Trailing data after a stream that opens no other stream is ignored.
-    func run(_ emit: (Cut) throws(Stop) -> Void) throws(Stop) {
+    /// - Parameter room: called before each block is copied out of the input; it returns
+    ///   once the block may take memory (the decoder's back-pressure), or throws to stop.
+    func run(room: () throws(Stop) -> Void = {}, _ emit: (Cut) throws(Stop) -> Void) throws(Stop) {
         var start = 0   // where the next stream's header is expected, in window bytes
         var streams = 0
         while true {
             try fill(to: start + 10)
             if streams > 0 {
-                let opens = window.count - start >= 10 && window.withUnsafeBytes {
-                    BZip2Format.opensStream(UnsafeRawBufferPointer(rebasing: $0[start..<(start + 10)]))
-                }
+                let opens = window.count - start >= 10
+                    && BZip2Format.opensStream(UnsafeRawBufferPointer(rebasing: window.bytes[start..<(start + 10)]))
                 if !opens { return }
             }
-            guard window.count - start >= 10, let level = window.withUnsafeBytes({
-                BZip2Format.level(ofHeader: UnsafeRawBufferPointer(rebasing: $0[start...]))
-            }) else { throw .unexplained }
+            guard window.count - start >= 10,
+                  let level = BZip2Format.level(ofHeader: UnsafeRawBufferPointer(rebasing: window.bytes[start...])) else {
+                throw .unexplained
+            }
             var position = (start + 4) * 8
             var magic = bits(at: position, count: 48)
             let empty = magic == BZip2Format.endMagic
             while magic == BZip2Format.blockMagic {
-                let (cut, next, isEnd) = try cutBlock(at: position, level: level)
+                let (cut, next, isEnd) = try cutBlock(at: position, level: level, room: room)
                 try emit(cut)
                 // Drop what no later block needs.
                 let drop = next >> 3
-                window.removeFirst(drop)
+                if drop < window.count, let target = window.memory.baseAddress {
+                    target.copyMemory(from: target + drop, byteCount: window.count - drop)
+                }
+                window.count -= drop
                 base += Int64(drop)
                 position = next - drop * 8
                 magic = isEnd ? BZip2Format.endMagic : BZip2Format.blockMagic
@@ -115,15 +126,16 @@ final class BlockSplitter {
     }
 
     /// The block at bit `position`, up to the next magic; where that magic starts and
-    /// whether it is the stream's end marker.
-    private func cutBlock(at position: Int, level: UInt8) throws(Stop) -> (Cut, next: Int, isEnd: Bool) {
+    /// whether it is the stream's end marker. The block is found in the window first, then
+    /// copied out once `room` allows.
+    private func cutBlock(at position: Int, level: UInt8, room: () throws(Stop) -> Void) throws(Stop) -> (Cut, next: Int, isEnd: Bool) {
         try fill(to: (position + 80 + 7) >> 3)
         guard window.count * 8 >= position + 80 else { throw .unexplained }
         let crc = UInt32(bits(at: position + 48, count: 32))
         var resume = 0
         var found: (position: Int, isEnd: Bool)?
         while true {
-            found = window.withUnsafeBytes { BZip2Format.findMagic(in: $0, from: position + 80, resume: &resume) }
+            found = BZip2Format.findMagic(in: window.bytes, from: position + 80, resume: &resume)
             if found != nil { break }
             if window.count - (position >> 3) > BZip2Format.maxBlockBytes || inputEnded { throw .unexplained }
             try readMore()
@@ -135,11 +147,10 @@ final class BlockSplitter {
             guard window.count * 8 >= next + 80 else { throw .unexplained }
             endCRC = UInt32(bits(at: next + 48, count: 32))
         }
+        try room()
         let first = position >> 3
-        let wrapped = window.withUnsafeBytes {
-            BZip2Format.wrap(UnsafeRawBufferPointer(rebasing: $0[first..<((next + 7) >> 3)]), startBit: position & 7,
-                             bitCount: next - position, level: level, crc: crc)
-        }
+        let wrapped = BZip2Format.wrap(UnsafeRawBufferPointer(rebasing: window.bytes[first..<((next + 7) >> 3)]),
+                                       startBit: position & 7, bitCount: next - position, level: level, crc: crc, buffer: buffer)
         let cut = Cut(wrapped: wrapped, crc: crc, endCRC: endCRC, offset: base + Int64(first))
         return (cut, next, isEnd)
     }
@@ -150,13 +161,19 @@ final class BlockSplitter {
     }
 
     private func readMore() throws(Stop) {
+        let room = min(Self.readStep, window.capacity - window.count)
+        // Full: a block longer than any block can be (the cut checks its length before
+        // reading more), or a stream's tail the splitter cannot explain.
+        guard room > 0 else { throw .unexplained }
         let n: Int
-        do { n = try input.read(into: readBuffer.memory) } catch { throw .input(error) }
-        if n == 0 { inputEnded = true } else { window.append(contentsOf: UnsafeRawBufferPointer(rebasing: readBuffer.memory[0..<n])) }
+        do { n = try input.read(into: UnsafeMutableRawBufferPointer(rebasing: window.memory[window.count..<(window.count + room)])) } catch {
+            throw .input(error)
+        }
+        if n == 0 { inputEnded = true } else { window.count += n }
     }
 
     private func bits(at position: Int, count: Int) -> UInt64 {
-        window.withUnsafeBytes { BZip2Format.bits($0, at: position, count: count) }
+        BZip2Format.bits(window.bytes, at: position, count: count)
     }
 }
 
