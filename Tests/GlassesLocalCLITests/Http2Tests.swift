@@ -30,6 +30,23 @@ struct Http2Tests {
         #expect(Set(log.map(\.connection)).count == 1, "multiplexed on one connection: \(log)")
     }
 
+    /// nginx locations that ask the gate (Tests/Tools/gateserver.py) before answering any
+    /// file under /m/small/.
+    static func gatedSmallFiles(gatePort: Int) -> String {
+        """
+        location /m/small/ {
+            auth_request /_gate;
+        }
+        location = /_gate {
+            internal;
+            proxy_pass http://127.0.0.1:\(gatePort)/gate;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_read_timeout 300s;
+        }
+        """
+    }
+
     /// The voice bundle's shape (issue 30): many small files and a few big ones. nginx asks a
     /// gate (Tests/Tools/gateserver.py, through `auth_request`) before it answers any small
     /// file, and the gate answers none until 64 requests wait at once: the download only ends
@@ -40,18 +57,7 @@ struct Http2Tests {
         let w = try World(); defer { w.remove() }
         let gate = try PortServer(python: PackageRoot.path() + "/Tests/Tools/gateserver.py", ["64", "60"])
         defer { gate.stop() }
-        let h2 = try TLSNginx(root: w.root + "/h2", http2: true, locations: """
-            location /m/small/ {
-                auth_request /_gate;
-            }
-            location = /_gate {
-                internal;
-                proxy_pass http://127.0.0.1:\(gate.port)/gate;
-                proxy_pass_request_body off;
-                proxy_set_header Content-Length "";
-                proxy_read_timeout 300s;
-            }
-            """)
+        let h2 = try TLSNginx(root: w.root + "/h2", http2: true, locations: Self.gatedSmallFiles(gatePort: gate.port))
         defer { h2.stop() }
         for i in 0..<150 { try h2.write("m/small/f\(i).bin", Disk.randomBytes(2_000 + 37 * i)) }
         try h2.write("m/big/a.bin", Disk.randomBytes(3 << 20))
@@ -87,18 +93,7 @@ struct Http2Tests {
         let w = try World(); defer { w.remove() }
         let gate = try PortServer(python: PackageRoot.path() + "/Tests/Tools/gateserver.py", ["64", "60"])
         defer { gate.stop() }
-        let cdn = try TLSNginx(root: w.root + "/cdn", http2: true, locations: """
-            location /m/small/ {
-                auth_request /_gate;
-            }
-            location = /_gate {
-                internal;
-                proxy_pass http://127.0.0.1:\(gate.port)/gate;
-                proxy_pass_request_body off;
-                proxy_set_header Content-Length "";
-                proxy_read_timeout 300s;
-            }
-            """)
+        let cdn = try TLSNginx(root: w.root + "/cdn", http2: true, locations: Self.gatedSmallFiles(gatePort: gate.port))
         defer { cdn.stop() }
         let origin = try TLSNginx(root: w.root + "/origin", http2: false, locations: """
             location /m/ { return 302 https://127.0.0.1:\(cdn.port)$request_uri; }

@@ -9,7 +9,8 @@ import Testing
 struct ArchitectureClaimsTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// Every Swift file under `Sources/<folder>`, as (path from Sources/, text without comments).
+    /// Every Swift file under `Sources/<folder>`, as (path from Sources/, its code without
+    /// comments and string literals: FolderLayerTests' reading).
     static func sources(_ folder: String) throws -> [(path: String, code: String)] {
         let base = root.appendingPathComponent("Sources")
         let start = base.appendingPathComponent(folder)
@@ -17,18 +18,9 @@ struct ArchitectureClaimsTests {
         var files: [(String, String)] = []
         for case let relative as String in walk where relative.hasSuffix(".swift") {
             let text = try String(contentsOf: start.appendingPathComponent(relative), encoding: .utf8)
-            files.append((folder + "/" + relative, withoutComments(text)))
+            files.append((folder + "/" + relative, FolderLayerTests.code(text)))
         }
         return files.sorted { $0.0 < $1.0 }
-    }
-
-    /// The text with `//` line comments removed (enough for the names checked here, none of
-    /// which the sources write inside a string).
-    static func withoutComments(_ text: String) -> String {
-        text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> Substring in
-            guard let range = line.range(of: "//") else { return line }
-            return line[..<range.lowerBound]
-        }.joined(separator: "\n")
     }
 
     static func imports(_ code: String, _ module: String) -> Bool {
