@@ -369,8 +369,13 @@ public final class LocalModelEngine: Sendable {
         let rungs = catalog.models.filter { $0.kind == .llm }.map {
             LadderRung(id: $0.id, requiredMb: $0.requiredMb, autoEligible: $0.autoEligible, isInstalled: true, storageNeededBytes: 0)
         }
-        return AutoChoiceRule.decide(AutoChoiceInputs(rungs: rungs, classBudgetMb: Int(Double(memory.physicalMb) * memoryShare),
+        return AutoChoiceRule.decide(AutoChoiceInputs(rungs: rungs, classBudgetMb: classBudgetMb(memory),
                                                       availableNowMb: memory.availableMb, freeStorageBytes: 0))
+    }
+
+    /// The class budget of a memory reading: physical memory × ``memoryShare``, in MiB.
+    package func classBudgetMb(_ memory: MemoryReading) -> Int {
+        Int(Double(memory.physicalMb) * memoryShare)
     }
 
     /// The rule's inputs as read now (for `auto --explain` and tests).
@@ -387,7 +392,7 @@ public final class LocalModelEngine: Sendable {
                     LadderRung(id: $0.model.id, requiredMb: $0.model.requiredMb, autoEligible: $0.model.autoEligible,
                                isInstalled: $0.isInstalled, storageNeededBytes: $0.fit.requiredBytes)
                 },
-                classBudgetMb: Int(Double(memory.physicalMb) * memoryShare),
+                classBudgetMb: classBudgetMb(memory),
                 availableNowMb: memory.availableMb,
                 freeStorageBytes: max(0, snap.space.availableBytes - snap.reservedBytes))
         } catch {

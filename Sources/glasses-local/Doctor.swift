@@ -44,7 +44,7 @@ enum Doctor {
         context.memoryProbe.reportedElsewhere()
         let memory = engine.probe.memory()
         json.append(("memory", ["physicalMb": JSONValue(memory.physicalMb), "availableMb": JSONValue(memory.availableMb),
-                                "classBudgetMb": JSONValue(Int(Double(memory.physicalMb) * engine.memoryShare)),
+                                "classBudgetMb": JSONValue(engine.classBudgetMb(memory)),
                                 "source": .string(memory.source),
                                 "overrideProblems": QueryCommands.overrideProblemsJSON(memory.overrideProblems)]))
         checks.append(("memory", true, "\(Format.mb(memory.physicalMb)) physical, \(Format.mb(memory.availableMb)) available now (\(memory.source))"))
