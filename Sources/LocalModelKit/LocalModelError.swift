@@ -164,7 +164,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     /// Nothing names a store folder.
     case noStoreFolder
     /// The catalog file failed validation (every problem, with its JSON path).
-    case invalidCatalog(CatalogError)
+    case invalidCatalog(CatalogFailure)
     /// The catalog is older than one this store has already accepted (P7).
     case catalogRollback(offered: Int, recorded: Int, store: String)
     /// The catalog's `expiresAt` has passed: it is no longer trusted (a frozen mirror).
@@ -210,11 +210,11 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
     /// `verify` of a model that is not installed.
     case notInstalled(modelId: String)
     /// The records database failed (damaged, read-only, full, newer, …).
-    case records(RecordsError)
+    case records(RecordsFailure)
     /// A system call failed (`modelId` when it happened for one model).
-    case system(SystemError, modelId: String?)
+    case system(SystemFailure, modelId: String?)
     /// The network layer itself could not run (libcurl could not start a transfer).
-    case transfer(TransferFault, modelId: String)
+    case transfer(TransferFailure, modelId: String)
     /// `mirror DIR` would have written into the store, or through a link under `DIR`.
     case mirrorRefused(MirrorRefusal)
     /// `add`: a value given (`what`: the reference, `--id`, `--name`, a glob) cannot be used.
@@ -264,8 +264,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         case .cancelled: return .interrupted
         case .noSource: return .noSource
         case .notInstalled: return .notInstalled
-        case .records(let error):
-            switch error {
+        case .records(let failure):
+            switch failure.cause {
             case .diskFull: return .diskFull
             case .corrupt: return .recordsDamaged
             case .readOnly: return .readOnly
@@ -277,10 +277,13 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
             // read-only mount) is the store being read-only for this user.
             if error.isOutOfSpace { return .diskFull }
             return error.isPermissionDenied ? .readOnly : .io
-        case .transfer(.offline, _): return .offline
-        case .transfer(.tokenFile, _), .transfer(.tokenText, _): return .tokenUnusable
-        case .transfer(.hubEndpoint, _): return .invalidSetting
-        case .transfer: return .io
+        case .transfer(let failure, _):
+            switch failure.cause {
+            case .offline: return .offline
+            case .tokenFile, .tokenText: return .tokenUnusable
+            case .hubEndpoint: return .invalidSetting
+            case .setup, .caFile, .netrcFile: return .io
+            }
         case .mirrorRefused: return .refused
         case .invalidAddRequest: return .usage
         case .hubRepositoryNotFound: return .unknownModel
@@ -332,7 +335,7 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
         case let e as RecordsError: return .records(e)
         case let e as SystemError: return .system(e, modelId: modelId)
         case let e as CatalogError: return .invalidCatalog(e)
-        case let e as SQLiteError: return .records(.sqlite(e))
+        case let e as SQLiteError: return .records(RecordsError.sqlite(e))
         case let e as TransferFault: return .transfer(e, modelId: modelId ?? "")
         case let e as FileHashError:
             if case .system(let system) = e { return .system(system, modelId: modelId) }
@@ -414,7 +417,8 @@ public enum LocalModelError: Error, Sendable, Equatable, CustomStringConvertible
                 return (id.map { "\($0): " } ?? "") + "\(error.message). The disk is full: free at least \(LocalModelError.recordsRoomMb) MiB (delete and gc work on a full disk) and retry."
             }
             return (id.map { "\($0): " } ?? "") + error.message
-        case let .transfer(fault, id):
+        case let .transfer(failure, id):
+            let fault = failure.cause
             let prefix = id.isEmpty ? "" : "\(id): "
             switch fault {
             case .caFile, .netrcFile, .offline, .tokenFile, .tokenText, .hubEndpoint: return prefix + fault.description + "."

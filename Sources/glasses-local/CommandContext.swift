@@ -132,7 +132,7 @@ final class CommandContext {
             try openRecords(engine)
             return .opened
         } catch {
-            if case .records(let records) = LocalModelError.wrap(error), case .corrupt = records { return .damaged(records) }
+            if case .records(let records) = LocalModelError.wrap(error), case .corrupt = records.cause { return .damaged(records.cause) }
             throw CLIError.from(error)
         }
     }

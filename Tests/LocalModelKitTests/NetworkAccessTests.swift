@@ -141,6 +141,12 @@ struct NetworkAccessTests {
                 let error = try #require(transferFailure(result))
                 #expect(error.code == .offline && error.exitStatus == 1, "\(error)")
                 #expect(error.description.contains(switchName), "\(error)")
+                // What an app reads from the cause: the switch, by name.
+                if case .transfer(let failure, let id) = error {
+                    #expect(failure.offlineSwitch?.hasPrefix(switchName) == true && id == "off", "\(failure)")
+                } else {
+                    Issue.record("expected .transfer with the offline switch, got \(error)")
+                }
                 try expectTransferAbsent(world, engine, "off")
             }
             // Every byte already in the partial folder: verified from disk, installed offline.

@@ -15,14 +15,14 @@ public struct CatalogIssue: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A catalog that cannot be used, with every problem found.
-public struct CatalogError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct CatalogError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The file or URL the catalog came from.
-    public var source: String
+    package var source: String
     /// Every problem found, in document order.
-    public var issues: [CatalogIssue]
+    package var issues: [CatalogIssue]
 
     /// The source, every issue on a line of its own, and what to do.
-    public var description: String {
+    package var description: String {
         let count = issues.count == 1 ? "1 problem" : "\(issues.count) problems"
         var text = "catalog \(source) is invalid (\(count)):"
         for issue in issues { text += "\n  \(issue)" }

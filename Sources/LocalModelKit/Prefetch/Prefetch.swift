@@ -263,7 +263,8 @@ extension LocalModelEngine {
                 case .busy:
                     let reason = "another process is downloading it"
                     summary.append("\(model.id) skipped: " + reason); onEvent(.skipped(modelId: model.id, reason: reason))
-                case .transfer(.offline(let by, _), _):
+                case .transfer(let failure, _) where failure.offlineSwitch != nil:
+                    let by = failure.offlineSwitch ?? ""
                     // The network is off: an outcome of the run, not its failure.
                     summary.append("offline (\(by)): \(model.id) not fetched")
                     onEvent(.offline(by: by, what: model.id))

@@ -122,7 +122,7 @@ public struct HistoryEvent: Sendable, Equatable {
 }
 
 /// Why the records database cannot be used, and what to do.
-public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The file is not a SQLite database, or is damaged.
     case corrupt(path: String, detail: String)
     /// The file or its folder cannot be opened or written (permissions, read-only, …).
@@ -146,13 +146,13 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     case aborted(path: String, reason: String)
 
     /// True when the failure is a full disk (so callers may skip optional writes).
-    public var isDiskFull: Bool {
+    package var isDiskFull: Bool {
         if case .diskFull = self { return true }
         return false
     }
 
     /// What failed, on which file, and what to do about it.
-    public var description: String {
+    package var description: String {
         switch self {
         case let .corrupt(path, detail):
             return "records database \(path) is damaged or not a database (\(detail)); it is left as it is. Move it aside with its -wal/-shm files (nothing is deleted): \(Self.moveAsideCommand(recordsPath: path)) — then run 'glasses-local doctor': it starts new records (install records and history are lost) and says which models on disk are re-verified and which are fetched again."

@@ -4,36 +4,36 @@
 internal import CSQLite
 
 /// A SQLite failure: the result code, SQLite's message and what was being attempted.
-public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The extended result code.
-    public var code: Int32
+    package var code: Int32
     /// SQLite's message with what was being attempted ("open records database at …: …").
-    public var message: String
+    package var message: String
     /// The ``message``.
-    public var description: String { message }
+    package var description: String { message }
 
     /// The database file is not a database, or is damaged.
-    public var isCorruption: Bool {
+    package var isCorruption: Bool {
         let primary = code & 0xFF
         return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB
     }
 
     /// The disk (or quota) is full.
-    public var isDiskFull: Bool { code & 0xFF == SQLITE_FULL }
+    package var isDiskFull: Bool { code & 0xFF == SQLITE_FULL }
 
     /// Another connection holds a lock (SQLITE_BUSY or SQLITE_LOCKED) past the busy timeout.
-    public var isBusy: Bool {
+    package var isBusy: Bool {
         let primary = code & 0xFF
         return primary == SQLITE_BUSY || primary == SQLITE_LOCKED
     }
 
     /// The database is read-only for this connection (SQLITE_READONLY): the file's
     /// permissions, a read-only filesystem, or a read-only open.
-    public var isReadOnly: Bool { code & 0xFF == SQLITE_READONLY }
+    package var isReadOnly: Bool { code & 0xFF == SQLITE_READONLY }
 
     /// The database cannot be opened or used as it stands, without being damaged:
     /// SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_READONLY, SQLITE_IOERR or SQLITE_AUTH.
-    public var isUnavailable: Bool {
+    package var isUnavailable: Bool {
         let primary = code & 0xFF
         return [SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_READONLY, SQLITE_IOERR, SQLITE_AUTH].contains(primary)
     }

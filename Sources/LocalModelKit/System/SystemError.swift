@@ -5,13 +5,13 @@ import Darwin
 #endif
 
 /// A failed system call, with the errno and what was being attempted.
-public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
+package struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The `errno` (0 for an error that did not come from a system call).
-    public var errno: Int32
+    package var errno: Int32
     /// "open /x/records.sqlite3: No such file or directory".
-    public var message: String
+    package var message: String
     /// The ``message``.
-    public var description: String { message }
+    package var description: String { message }
 
     /// A failure of the call `what` ("open /x/records.sqlite3"), with `strerror`'s words.
     package init(errno: Int32, _ what: String) {
@@ -26,31 +26,31 @@ public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// True for "no space left" and "quota exceeded".
-    public var isOutOfSpace: Bool { errno == ENOSPC || errno == EDQUOT }
+    package var isOutOfSpace: Bool { errno == ENOSPC || errno == EDQUOT }
 }
 
 /// What a failure's errno means, by name: callers outside the file layer ask these and
 /// never compare errno values themselves.
 extension SystemError {
     /// Nothing is at the path (`ENOENT`).
-    public var isNotFound: Bool { errno == ENOENT }
+    package var isNotFound: Bool { errno == ENOENT }
 
     /// Something on the way that must be a folder is not one (`ENOTDIR`).
-    public var isNotAFolder: Bool { errno == ENOTDIR }
+    package var isNotAFolder: Bool { errno == ENOTDIR }
 
     /// A symbolic link stands where the file layer never follows one (`ELOOP`: an
     /// `O_NOFOLLOW` open met a link).
-    public var isLink: Bool { errno == ELOOP }
+    package var isLink: Bool { errno == ELOOP }
 
     /// The permission bits refuse it (`EACCES`).
-    public var isAccessDenied: Bool { errno == EACCES }
+    package var isAccessDenied: Bool { errno == EACCES }
 
     /// The filesystem is mounted read-only (`EROFS`).
-    public var isReadOnlyFileSystem: Bool { errno == EROFS }
+    package var isReadOnlyFileSystem: Bool { errno == EROFS }
 
     /// This user may not do it here, whatever the reason: the permission bits (`EACCES`),
     /// a rule of the system (`EPERM`), or a read-only filesystem (`EROFS`).
-    public var isPermissionDenied: Bool { errno == EACCES || errno == EPERM || errno == EROFS }
+    package var isPermissionDenied: Bool { errno == EACCES || errno == EPERM || errno == EROFS }
 
     /// The same failure, said as a failed attempt to do `what` ("open lock file /x: Permission
     /// denied"), for a caller that knows better what was being done.

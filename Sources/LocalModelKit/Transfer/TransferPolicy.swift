@@ -121,7 +121,7 @@ public struct TransferPolicy: Sendable, Equatable {
 }
 
 /// A failure of the transfer layer itself (not of a server or a file).
-public enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
+package enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
     /// libcurl could not be loaded or could not start a transfer (the message says which).
     case setup(String)
     /// The CA file (`EXTENTOS_CA_FILE`, `CURL_CA_BUNDLE`, `SSL_CERT_FILE`) cannot be read
@@ -143,7 +143,7 @@ public enum TransferFault: Error, Sendable, Equatable, CustomStringConvertible {
     case hubEndpoint(value: String, problem: String)
 
     /// What failed and what to set or fix.
-    public var description: String {
+    package var description: String {
         switch self {
         case .setup(let message): return "network layer: \(message)"
         case .caFile(let error):
