@@ -195,7 +195,7 @@ enum TransferCommands {
                 discussion: "With --repair, only the bad files are fetched again.",
                 arguments: [Argument("id", "Models to verify (default: every installed model).", .optionalMany)],
                 options: verifyOptions, exits: [ExitCase(.integrity, "A file does not match.")], run: verify),
-        Command("gc", abstract: "Remove orphaned partial and staging data; print the space freed.", run: gc),
+        Command("gc", abstract: "Remove orphaned partial and staging data, and temporary files an hour old that a killed write left; print the space freed.", run: gc),
     ]
 
     static func options(_ context: CommandContext) throws(CLIError) -> DownloadOptions {

@@ -156,6 +156,43 @@ struct KillNineTests {
         try w.expectRecordsIntact(catalog: catalog)
     }
 
+    @Test("kill -9 while a new store's records are built: the temporary database is left; gc keeps it while it could be a write in progress, removes it once an hour old, and the store works")
+    func recordsCreationKilled() throws {
+        let w = try World(); defer { w.remove() }
+        try w.addModel(SampleModel.folder, files: SampleModel.files)
+        let catalog = try w.filesCatalog(SampleModel.folder, id: SampleModel.id)
+        let p = try w.start(["download", SampleModel.id], catalog: catalog, env: ["GLASSES_LOCAL_TEST_HOOK": "hold@migrate"])
+        let held = p.waitForStderr("HOLD migrate", timeout: 60)
+        if !held { p.send(SIGKILL) }
+        try #require(held, "\(p.wait())")
+        #expect(p.killNine())
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: w.store).filter { $0.hasPrefix(".records.sqlite3.tmp-") }
+        try #require(leftovers.count == 1, "the temporary database the kill left: \(leftovers)")
+        let leftover = w.store + "/" + leftovers[0]
+        #expect(!Disk.exists(w.store + "/records.sqlite3"), "never linked into place")
+        // A user's own file with a similar name is not ours to remove.
+        let foreign = w.store + "/.notes.tmp-Keep"
+        try Data("mine".utf8).write(to: URL(fileURLWithPath: foreign))
+
+        let fresh = try w.run(["gc"], catalog: catalog)
+        #expect(fresh.status == 0, "\(fresh)")
+        #expect(Disk.exists(leftover) && !fresh.stdout.contains(leftovers[0]), "a young temporary may be a write in progress: \(fresh)")
+
+        let twoHoursAgo = Date().addingTimeInterval(-7200)
+        for path in [leftover, foreign] {
+            try FileManager.default.setAttributes([.modificationDate: twoHoursAgo], ofItemAtPath: path)
+        }
+        let old = try w.run(["gc"], catalog: catalog)
+        #expect(old.status == 0, "\(old)")
+        #expect(!Disk.exists(leftover) && old.stdout.contains("removed \(leftover)"), "\(old)")
+        #expect(Disk.exists(foreign), "a name createTemporary never makes is left alone")
+        let d = try w.run(["download", SampleModel.id], catalog: catalog)
+        #expect(d.status == 0, "\(d)")
+        try w.expectRecordsIntact(catalog: catalog)
+        let history = try w.run(["history"], catalog: catalog)
+        #expect(history.stdout.contains("gc removed 1 item(s)"), "\(history)")
+    }
+
     @Test("archive model: kill -9 at a phase (unpack included) → installed or absent; download again → exit 0, verify 0, records ok",
           arguments: ["download", "unpack", "install", "after-rename", "after-commit"])
     func archiveModel(point: String) throws {

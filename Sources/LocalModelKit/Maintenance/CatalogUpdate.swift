@@ -20,10 +20,6 @@ public struct CatalogUpdateResult: Sendable {
 public let catalogUpdateCap: Int64 = 1 << 20
 
 extension StoreLayout {
-    /// Keys announced as `nextKey` by accepted catalogs (each signed by a key trusted at the
-    /// time): `.catalog/keys/<name>.pub`.
-    package var rotatedKeysRoot: String { catalogRoot + "/keys" }
-
     /// The trusted keys given plus the rotated keys this store accepted.
     package func trustedKeys(_ keys: [(name: String, pem: String)]) -> [(name: String, pem: String)] {
         var all = keys

@@ -304,7 +304,8 @@ extension LocalModelEngine {
 
     /// Removes data nothing refers to: partial data of models the catalog no longer has,
     /// partial data of models already installed, and staging leftovers — each under its
-    /// model's lock, so a download in progress is never touched.
+    /// model's lock, so a download in progress is never touched — and the temporary files
+    /// of atomic writes whose process died, once they are an hour old.
     public func gc() throws(LocalModelError) -> GCReport {
         do {
             let records = try open().records
@@ -330,8 +331,16 @@ extension LocalModelEngine {
                 let path = layout.stagingRoot + "/" + name
                 removed.append((path, try layout.remove(path)))
             }
+            // What an atomic write left when its process died (a kill while a new store's
+            // records were built, say): an hour old, so no write in progress is touched.
+            let temporaries = layout.abandonedTemporaries(now: SystemClock.wallSeconds())
+            for path in temporaries {
+                removed.append((path, try layout.remove(path)))
+            }
             // The removals are durable before the history reports them (P15).
-            if !removed.isEmpty { try FileIO.syncFolders([layout.partialRoot, layout.stagingRoot], below: layout.root) }
+            if !removed.isEmpty {
+                try FileIO.syncFolders([layout.partialRoot, layout.stagingRoot] + Set(temporaries.map(FileIO.parent(of:))).sorted(), below: layout.root)
+            }
             try records.write { ctx in
                 for model in catalog.models where !FileIO.exists(layout.partialPath(id: model.id)) && !FileIO.exists(layout.partialArchivePath(id: model.id)) {
                     try ctx.clearPartialFiles(model.id)

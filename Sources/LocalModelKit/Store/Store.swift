@@ -41,6 +41,9 @@ public struct StoreLayout: Sendable, Equatable {
     package var voicesRoot: String { root + "/voices" }
     /// Accepted signed catalogs: `<version>.json` and `<version>.json.sig` (see `CatalogUpdate`).
     package var catalogRoot: String { root + "/.catalog" }
+    /// Keys announced as `nextKey` by accepted catalogs (each signed by a key trusted at the
+    /// time): `.catalog/keys/<name>.pub`.
+    package var rotatedKeysRoot: String { catalogRoot + "/keys" }
 
     /// Final folder of an installed model.
     public func installPath(id: String, kind: ModelKind) -> String {
@@ -120,6 +123,24 @@ public struct StoreLayout: Sendable, Equatable {
             }
         }
         return removed
+    }
+
+    /// Temporary files that atomic writes left in the store's own folders (the root, where
+    /// the records and the user catalog are written, and the stored catalog's folders) when
+    /// their process died before putting them in place, modified more than `age` seconds
+    /// before `now`. A younger one may be a write still in progress (they take milliseconds),
+    /// so it is left alone. Only regular files, never through a link.
+    package func abandonedTemporaries(now: Double, olderThan age: Double = 3600) -> [String] {
+        var found: [String] = []
+        for dir in [root, catalogRoot, rotatedKeysRoot] {
+            for name in (try? FileIO.listDirectory(dir)) ?? [] where FileIO.isTemporaryName(name) {
+                let path = dir + "/" + name
+                guard let status = try? FileIO.status(path), status.kind == .regular,
+                      Double(status.modified.seconds) < now - age else { continue }
+                found.append(path)
+            }
+        }
+        return found
     }
 
     // MARK: Changing the store without leaving it (P11)

@@ -175,6 +175,22 @@ package enum FileIO {
         _ = fsync(dir)
     }
 
+    /// Whether `name` is one `createTemporary` makes (`.leaf.tmp-<base 36>`), or a file
+    /// SQLite keeps beside one (`-wal`, `-shm`, `-journal`): what an atomic write leaves
+    /// behind when its process dies before the rename or link.
+    package static func isTemporaryName(_ name: String) -> Bool {
+        var stem = Substring(name)
+        for suffix in ["-wal", "-shm", "-journal"] where stem.hasSuffix(suffix) {
+            stem = stem.dropLast(suffix.count)
+            break
+        }
+        guard stem.hasPrefix("."), let dash = stem.lastIndex(of: "-") else { return false }
+        let head = stem[..<dash], random = stem[stem.index(after: dash)...]
+        // `.` + a leaf of at least one character + `.tmp`.
+        guard head.hasSuffix(".tmp"), head.count > 5 else { return false }
+        return (1...13).contains(random.count) && random.allSatisfy { ("0"..."9").contains($0) || ("a"..."z").contains($0) }
+    }
+
     /// A new, empty file in the open folder `dir` under a random name beginning with
     /// `.leaf.tmp-`: `O_CREAT | O_EXCL | O_NOFOLLOW`, so a name someone planted is never
     /// opened (another random name is tried instead).
