@@ -128,7 +128,7 @@ final class ProgressPrinter {
                 let width = 24
                 let filled = Int(fraction * Double(width))
                 let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-                console.errRaw("\r\u{1B}[2K\(modelId) [\(bar)] \(text)")
+                console.errRedrawLine("\(modelId) [\(bar)] \(text)")
                 barShown = true
             } else {
                 let now = monotonicSeconds()
@@ -168,7 +168,7 @@ final class ProgressPrinter {
 
     func clearBar() {
         if barShown {
-            console.errRaw("\r\u{1B}[2K")
+            console.errRedrawLine("")
             barShown = false
         }
     }

@@ -19,10 +19,16 @@ struct Console {
         Self.write(Self.escapingControls(text) + "\n", to: 2)
     }
 
-    /// Stderr without a newline (the progress bar redraws its line with its own `\r`).
-    func errRaw(_ text: String) {
-        Self.write(Self.escapingControls(text, keeping: ["\r"]), to: 2)
+    /// Replaces the terminal's current line on stderr with `text`, without a newline (the
+    /// progress bar): the tool's own carriage return and "erase line" sequence, then `text`
+    /// with its controls escaped like every other line (a model id cannot redraw it).
+    func errRedrawLine(_ text: String) {
+        Self.write(Self.eraseLine + Self.escapingControls(text), to: 2)
     }
+
+    /// Carriage return, then CSI 2 K (erase the whole line): the one terminal sequence the
+    /// tool writes itself.
+    static let eraseLine = "\r\u{1B}[2K"
 
     /// `text` with every character that could drive the terminal written out as `\uXXXX`:
     /// control characters (C0 but line feed and tab, DEL, C1: an ANSI escape sequence's ESC

@@ -31,6 +31,23 @@ struct OutputEscapeTests {
         #expect(throws: Never.self) { try json.jsonObject() }
     }
 
+    @Test("on a terminal the progress bar redraws its line with the tool's own erase sequence, written raw, never shown as \\u001B")
+    func progressBarOnATerminal() throws {
+        let w = try World(); defer { w.remove() }
+        try w.addModel("bar", files: [("weights.bin", 3 << 20)])
+        let catalog = try w.filesCatalog("bar", id: "bar-model")
+        // util-linux's script(1) gives the command a pseudo-terminal for its output, as a
+        // person's terminal would; what it wrote comes back on script's stdout.
+        let command = try ([w.binary, "--catalog", catalog, "--store", w.store, "download", "bar-model"])
+            .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        let r = try Sandbox.runProcess("/usr/bin/script", ["-qec", command, "/dev/null"], environment: w.environment(),
+                                       ioDirectory: w.root + "/io", currentDirectory: w.cwd, timeout: 120)
+        #expect(r.status == 0, "\(r)")
+        #expect(r.stdout.contains("\r\u{1B}[2Kbar-model ["), "the bar, drawn over its own line: \(r.stdout.debugDescription)")
+        #expect(r.stdout.contains("\r\u{1B}[2Kbar-model: installed in "), "the bar erased before the summary: \(r.stdout.debugDescription)")
+        #expect(!r.stdout.contains("\\u001B"), "the tool's own sequence is not escaped: \(r.stdout.debugDescription)")
+    }
+
     @Test("a store path with control characters: doctor and list print it escaped")
     func hostileStorePath() throws {
         let w = try World(); defer { w.remove() }

@@ -354,6 +354,25 @@ struct TransferFaultTests {
         }
     }
 
+    /// A download that ends within one progress tick still reports how fast it went: every
+    /// progress event after bytes moved carries a rate, the last one (1.0) the run's average.
+    /// (It used to say 0 B/s until five seconds' readings spanned 0.2 s.)
+    @Test func quickDownloadReportsItsRate() async throws {
+        try await withTransferWorld { world in
+            let file = try ServedFile("model.bin", size: Self.size, seed: 18)
+            try world.serve("quick", file)
+            let engine = world.engine("quick", [file])
+            let log = TransferEventLog()
+            let (result, _) = await transferDownload(engine, "quick", progressInterval: 10, log: log)
+            try expectTransferInstalled(world, engine, "quick", result, [file])
+            let readings = log.all.compactMap { event -> (bytes: Int64, rate: Double)? in
+                if case let .progress(bytes, _, _, rate) = event { return (bytes, rate) } else { return nil }
+            }
+            #expect(readings.last?.bytes == Int64(Self.size) && (readings.last?.rate ?? 0) > 0, "\(readings)")
+            #expect(readings.filter { $0.bytes > 0 }.allSatisfy { $0.rate > 0 }, "\(readings)")
+        }
+    }
+
     /// A partial longer than the declared size is not a resume base: one full request.
     @Test func partialLongerThanDeclaredIsDiscarded() async throws {
         try await withTransferWorld { world in

@@ -179,8 +179,12 @@ final class DownloadRun {
         // Non-decreasing, and 1.0 only after the commit.
         let fraction = max(lastFraction, min(raw, 0.999))
         lastFraction = fraction
+        // The last five seconds' rate; until they span 0.2 s, the run's average so far (a
+        // download that ends within a tick still shows how fast it went).
         var rate = 0.0
         if let first = rateWindow.first, now - first.time > 0.2 {
+            rate = max(0, Double(present - first.bytes) / (now - first.time))
+        } else if let first = firstReading, now > first.time {
             rate = max(0, Double(present - first.bytes) / (now - first.time))
         }
         onEvent(.progress(bytes: present, total: total, fraction: fraction, bytesPerSecond: rate))
@@ -189,8 +193,9 @@ final class DownloadRun {
     private func emitFinalProgress() {
         let total = model.downloadBytes
         var average = 0.0
-        if let first = firstReading, monotonicSeconds() - first.time > 0.05 {
-            average = Double(total - first.bytes) / (monotonicSeconds() - first.time)
+        let now = monotonicSeconds()
+        if let first = firstReading, now > first.time {
+            average = Double(total - first.bytes) / (now - first.time)
         }
         onEvent(.progress(bytes: total, total: total, fraction: 1.0, bytesPerSecond: max(0, average)))
     }
