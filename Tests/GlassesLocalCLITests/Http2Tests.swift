@@ -128,6 +128,43 @@ struct Http2Tests {
         #expect(bigEntry != nil && !small.contains { $0.connection == bigEntry?.connection }, "the big file shared its CDN connection: \(log)")
     }
 
+    /// A slow link (Tests/Tools/slowlink.py: 40 KB/s shared by every connection through it)
+    /// in front of nginx with http2. 64 small files (about 200 KB) asked at once as streams of
+    /// one connection queue on it: nginx sends each small file whole, one after another, and
+    /// the files at the back receive nothing for longer than the stall time (1 s here), so
+    /// most of them stall together. The session then asks fewer at once (`StreamWindow`:
+    /// half of those in flight, at most once per stall time, growing back by one per window
+    /// of files that arrive), and the download ends with few more stalls.
+    @Test("on a slow link, 64 small files as HTTP/2 streams stall together: fewer are asked at once after it, and the download completes")
+    func streamsLowerAfterAStall() throws {
+        let w = try World(); defer { w.remove() }
+        // Little in flight between nginx and the link (`sndbuf`), as on a real path: what a
+        // reset stream had sent does not clog the link for long.
+        let h2 = try TLSNginx(root: w.root + "/h2", http2: true, locations: "", listenOptions: "sndbuf=16k")
+        defer { h2.stop() }
+        let link = try PortServer(python: PackageRoot.path() + "/Tests/Tools/slowlink.py", [String(h2.port), "40000"])
+        defer { link.stop() }
+        for i in 0..<64 { try h2.write("m/f\(i).bin", Disk.randomBytes(3_000 + 17 * i)) }
+        let direct = try h2.catalog(w, id: "slow", folder: "m")
+        let catalog = w.root + "/catalogs/slow-link.json"
+        try String(contentsOfFile: direct, encoding: .utf8)
+            .replacingOccurrences(of: "https://127.0.0.1:\(h2.port)/", with: "https://127.0.0.1:\(link.port)/")
+            .write(toFile: catalog, atomically: true, encoding: .utf8)
+
+        let r = try w.run(["download", "slow", "--stall-timeout", "1", "--json"], catalog: catalog,
+                          env: ["EXTENTOS_CA_FILE": h2.certificate], timeout: 180)
+        #expect(r.status == 0, "\(r)")
+        w.expectInstalledMatches("slow", source: h2.www + "/m")
+        let stalls = r.stdout.split(separator: "\n").filter { $0.contains("\"event\":\"stall\"") }.count
+        // The first round stalls nearly whole (the link is that slow); after it, the window
+        // shrinks and few more stall. Asking every file again after each stall (the session
+        // before StreamWindow), 170 to 200 stalls were seen here, and twice as long.
+        #expect(stalls >= 32, "the link was slow enough for the streams to stall together (\(stalls) stall events)")
+        #expect(stalls < 128, "after the first round of stalls, fewer than a second round of every file: \(stalls) stall events")
+        let log = h2.accessLog()
+        #expect(log.allSatisfy { $0.protocol == "HTTP/2.0" }, "every request HTTP/2: \(log)")
+    }
+
     /// Over https to a server without HTTP/2, the small files asked beyond the connections
     /// wait inside libcurl for one of the host's connections: no more connections than an
     /// HTTP/1.1 download of many small files ever opened (16), plus one per big file.
@@ -173,7 +210,8 @@ struct TLSNginx {
     }
 
     /// - Parameter locations: extra `location` blocks for the server.
-    init(root dir: String, http2: Bool, locations: String) throws {
+    /// - Parameter listenOptions: more parameters of the `listen` line (`sndbuf=16k`).
+    init(root dir: String, http2: Bool, locations: String, listenOptions: String = "") throws {
         self.dir = dir
         for sub in ["www/m", "logs", "tmp"] {
             try FileManager.default.createDirectory(atPath: dir + "/" + sub, withIntermediateDirectories: true)
@@ -193,7 +231,7 @@ struct TLSNginx {
               access_log \(dir)/logs/access.log p;
               client_body_temp_path \(dir)/tmp/b; proxy_temp_path \(dir)/tmp/p; fastcgi_temp_path \(dir)/tmp/f;
               uwsgi_temp_path \(dir)/tmp/u; scgi_temp_path \(dir)/tmp/s;
-              server { listen 127.0.0.1:\(port) ssl\(http2 ? " http2" : ""); ssl_certificate \(dir)/cert.pem; ssl_certificate_key \(dir)/key.pem;
+              server { listen 127.0.0.1:\(port) ssl\(http2 ? " http2" : "") \(listenOptions); ssl_certificate \(dir)/cert.pem; ssl_certificate_key \(dir)/key.pem;
                        root \(dir)/www;
                        \(locations) }
             }

@@ -104,9 +104,10 @@ final class TransferSession {
         var lastTick = 0.0
         let parallel = policy.parallelism(for: requests)
         // Small https files in flight beside `parallel` (nil: they count against it), and
-        // the active jobs counted there.
+        // the active jobs counted there; after a stall, fewer (`StreamWindow`).
         let streams = policy.streams(for: requests)
         var streaming: Set<Int> = []
+        var window = StreamWindow(ceiling: streams ?? 1)
 
         // Existing partials are hashed once (resume base) before any network traffic, so the
         // first tick already counts them. A small file with nothing on disk yet is prepared
@@ -143,7 +144,7 @@ final class TransferSession {
             // Start what can start: small https files up to `streams` (HTTP/2 streams on one
             // connection where the server offers it), everything else up to `parallel`.
             var index = 0
-            while index < queue.count && (active.count - streaming.count < parallel || streams.map { streaming.count < $0 } == true) {
+            while index < queue.count && (active.count - streaming.count < parallel || (streams != nil && streaming.count < window.limit)) {
                 let job = queue[index]
                 if job.outcome != nil { queue.remove(at: index); continue }
                 guard job.notBefore <= now else { index += 1; continue }
@@ -154,7 +155,7 @@ final class TransferSession {
                 }
                 let ownConnection = job.request.size >= TransferPolicy.ownConnectionSize
                 let asStream = streams != nil && !ownConnection && Self.nextURL(of: job).lowercased().hasPrefix("https://")
-                if asStream ? streaming.count >= streams ?? 0 : active.count - streaming.count >= parallel { index += 1; continue }
+                if asStream ? streaming.count >= window.limit : active.count - streaming.count >= parallel { index += 1; continue }
                 queue.remove(at: index)
                 let easy: CurlEasy
                 if ownConnection {
@@ -191,7 +192,13 @@ final class TransferSession {
             for (easy, result) in finished {
                 multi.remove(easy)
                 guard let job = active.removeValue(forKey: easy.tag) else { continue }
-                streaming.remove(job.index)
+                if streaming.remove(job.index) != nil {
+                    if easy.isStall(result) {
+                        window.stalled(inFlight: streaming.count + 1, now: now, stallTimeout: policy.stallTimeout)
+                    } else if result == .ok {
+                        window.arrivedWhole()
+                    }
+                }
                 job.complete(result)
                 easy.delegate = nil
                 if easy.ownsConnections { spareOwnHandles.append(easy) } else { spareHandles.append(easy) }
