@@ -148,14 +148,16 @@ final class TransferSession {
                 let job = queue[index]
                 if job.outcome != nil { queue.remove(at: index); continue }
                 guard job.notBefore <= now else { index += 1; continue }
-                // Not prepared yet (a small file with no partial): its partial is made now.
+                let ownConnection = job.request.size >= TransferPolicy.ownConnectionSize
+                let asStream = streams != nil && !ownConnection && Self.nextURL(of: job).lowercased().hasPrefix("https://")
+                if asStream ? streaming.count >= window.limit : active.count - streaming.count >= parallel { index += 1; continue }
+                // Not prepared yet (a small file with no partial): its partial is made now,
+                // when it can start (not while it waits for a place: the files beyond the
+                // first hundred streams held every request back by their creation).
                 if job.file == nil {
                     job.prepare()
                     if job.outcome != nil { queue.remove(at: index); continue }
                 }
-                let ownConnection = job.request.size >= TransferPolicy.ownConnectionSize
-                let asStream = streams != nil && !ownConnection && Self.nextURL(of: job).lowercased().hasPrefix("https://")
-                if asStream ? streaming.count >= window.limit : active.count - streaming.count >= parallel { index += 1; continue }
                 queue.remove(at: index)
                 let easy: CurlEasy
                 if ownConnection {
