@@ -100,6 +100,13 @@ final class FileJob: CurlEasyDelegate {
             // Never fsynced here, on the thread every transfer shares: whoever keeps the file
             // makes it durable (the install, one by one or by one `syncfs`; a repair), while
             // the writeback started as the bytes arrived (`startWriteback`) has done most of it.
+            // A file that arrived whole starts the writeback of its last bytes now, not at
+            // that sync: a small file's are all of them, and hundreds of small files left
+            // dirty made the install's `syncfs` wait for them after the last byte came.
+            if case .completed = result, onDisk > writebackFrom {
+                file.startWriteback(from: writebackFrom, count: onDisk - writebackFrom)
+                writebackFrom = onDisk
+            }
             file.close()
             self.file = nil
         }
