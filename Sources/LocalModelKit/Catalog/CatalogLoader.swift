@@ -46,12 +46,24 @@ package struct CatalogLoader: Sendable {
         // are freed on another thread (a fifth of a 5,000-model catalog's load), not before
         // the catalog is handed back.
         if bytes.count >= 1 << 20 {
-            let document = consume root
-            _ = Threads.tryStart(name: "gl-json-free", stackSize: 256 << 10) { withExtendedLifetime(document) {} }
+            // The helper takes the only reference out of a box and drops it: a closure that
+            // captured the document would share it with this frame, whose copy is often
+            // released last (the helper done first), and then the freeing ran here after all.
+            let box = DocumentBox(consume root)
+            _ = Threads.tryStart(name: "gl-json-free", stackSize: 256 << 10) { box.drop() }
         }
         if let catalog, validator.issues.isEmpty { return catalog }
         throw CatalogError(source: source, issues: validator.issues)
     }
+}
+
+/// A parsed document handed to the thread that frees it.
+private final class DocumentBox: @unchecked Sendable {
+    // @unchecked: `document` is set in init and then touched by one thread only (the helper's
+    // `drop`, or this box's deinit when no helper started).
+    private var document: JSONValue?
+    init(_ document: consuming JSONValue) { self.document = document }
+    func drop() { document = nil }
 }
 
 // MARK: - Validation
