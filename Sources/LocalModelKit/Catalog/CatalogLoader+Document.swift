@@ -55,22 +55,32 @@ extension CatalogValidator {
                 }
             }
             // Each model's result goes to its slot and is moved from there into `models`:
-            // no model is copied on the way (a copy is a reference count per field).
-            let checked = CheckedModels(count: items.count)
-            defer { checked.free() }
-            Self.checkModels(items, into: checked)
+            // no model is copied on the way (a copy is a reference count per field). A big
+            // catalog's models were checked while the parser read on (`StreamedModelCheck`).
+            let slots: [CheckedModels], size: Int
+            var own: CheckedModels?
+            if let streamed, let done = streamed.results(count: items.count) {
+                (slots, size) = (done, StreamedModelCheck.chunkSize)
+            } else {
+                let checked = CheckedModels(count: items.count)
+                Self.checkModels(items, into: checked)
+                (slots, size) = ([checked], max(1, items.count))
+                own = checked
+            }
+            defer { own?.free() }
             models = [CatalogModel](unsafeUninitializedCapacity: items.count) { buffer, initialized in
                 initialized = 0
                 for n in 0..<items.count {
-                    if !checked.issues[n].isEmpty { issues += checked.issues[n] }
+                    let checked = slots[n / size], k = n % size
+                    if !checked.issues[k].isEmpty { issues += checked.issues[k] }
                     if duplicate[n], case .string(let id)? = items[n]["id"] {
                         report("models[\(n)].id", "duplicate id \"\(id)\" (also models[\(firstIndexOfId[id] ?? 0)])")
-                    } else if let model = checked.models.moveElement(from: n) {
+                    } else if let model = checked.models.moveElement(from: k) {
                         buffer.initializeElement(at: initialized, to: model)
                         initialized += 1
-                        checked.models.initializeElement(at: n, to: nil)
+                        checked.models.initializeElement(at: k, to: nil)
                     } else {
-                        checked.models.initializeElement(at: n, to: nil)
+                        checked.models.initializeElement(at: k, to: nil)
                     }
                 }
             }
