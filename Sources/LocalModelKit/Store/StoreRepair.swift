@@ -63,7 +63,11 @@ struct StoreRepair {
 
         // An update that died between moving the old install aside and putting the new one
         // in place: the old install goes back (it was verified when it was installed).
+        // `.staging` listed once rather than an lstat per installed model (nil: it could not be
+        // listed, and each is looked at).
+        let staged = try? Set(FileIO.listDirectory(layout.stagingRoot))
         for record in installs where record.state == .installed {
+            if let staged, !staged.contains(record.modelId + ".replaced") { continue }
             let aside = layout.stagingRoot + "/" + record.modelId + ".replaced"
             let folder = layout.folder(of: record)
             guard FileIO.isDirectory(aside), !FileIO.exists(folder) else { continue }
