@@ -265,6 +265,9 @@ public final class LocalModelEngine: Sendable {
         var held: Set<String>
         var reservations: [(modelId: String, pid: Int32, bytes: Int64)]
         var space: FilesystemSpace
+        /// The names in `.partial`, listed once (nil when it could not be listed: then each
+        /// model's entry is looked up).
+        var partials: Set<String>?
         var reservedBytes: Int64 { ExternalNumber.saturatingSum(reservations.map(\.bytes)) }
     }
 
@@ -283,7 +286,8 @@ public final class LocalModelEngine: Sendable {
             return (installs, files, try ctx.heldFiles(), try ctx.reservations())
         } ?? ([], [:], [], [])
         return Snapshot(installs: Dictionary(installs.map { ($0.modelId, $0) }, uniquingKeysWith: { a, _ in a }),
-                        files: files, held: held, reservations: reservations, space: try probe.space(at: layout.root))
+                        files: files, held: held, reservations: reservations, space: try probe.space(at: layout.root),
+                        partials: try? Set(FileIO.listDirectory(layout.partialRoot)))
     }
 
     /// Every catalog model with its install state and storage fit. Reads the records and
@@ -310,7 +314,7 @@ public final class LocalModelEngine: Sendable {
             let placed = !installed && hasPlacedBundle(model, record: record)
             let own = snap.reservations.first { $0.modelId == model.id }?.bytes ?? 0
             let fit = storageFit(model, installed: installed || placed, space: snap.space, reservedByOthers: max(0, reserved - own),
-                                 held: snap.held)
+                                 held: snap.held, partials: snap.partials)
             // An install made from this catalog version has this catalog's files (a user's
             // model is compared whatever its version: see `snapshot`).
             let update = installed && snap.files[model.id].map { !model.matches(recorded: $0) } == true
@@ -446,10 +450,11 @@ public final class LocalModelEngine: Sendable {
     /// (`.partial/<id>@archive`) or of its files (`.partial/<id>/`), whichever source holds
     /// more (a `--source files` download of a model whose first source is an archive counts).
     /// - Parameter held: `heldInStore()`, when the caller read it already (once for many models).
-    func partialBytes(_ model: CatalogModel, held known: Set<String>? = nil) -> Int64 {
+    /// - Parameter partials: the names in `.partial`, when the caller listed it.
+    func partialBytes(_ model: CatalogModel, held known: Set<String>? = nil, partials: Set<String>? = nil) -> Int64 {
         var held = known
         return model.deliveries.reduce(0) { present, delivery in
-            max(present, delivery.bytesPresent(in: layout, held: {
+            max(present, delivery.bytesPresent(in: layout, partials: partials, held: {
                 if held == nil { held = heldInStore() }
                 return held ?? []
             }))
@@ -464,12 +469,12 @@ public final class LocalModelEngine: Sendable {
 
     /// - Parameter installed: installed, or a placed bundle whose adoption needs no room.
     func storageFit(_ model: CatalogModel, installed: Bool, space: FilesystemSpace, reservedByOthers: Int64,
-                    held: Set<String>? = nil) -> StorageFit {
+                    held: Set<String>? = nil, partials: Set<String>? = nil) -> StorageFit {
         let available = max(0, space.availableBytes - reservedByOthers)
         if installed {
             return StorageFit(modelId: model.id, requiredBytes: 0, availableBytes: available, presentBytes: model.installedBytes)
         }
-        let need = storageStillNeeded(model, present: partialBytes(model, held: held))
+        let need = storageStillNeeded(model, present: partialBytes(model, held: held, partials: partials))
         return StorageFit(modelId: model.id, requiredBytes: need.required, availableBytes: available, presentBytes: need.present)
     }
 

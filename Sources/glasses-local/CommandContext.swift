@@ -148,6 +148,13 @@ final class CommandContext {
         }
     }
 
+    /// Leaves the catalogs this command read to the end of the process (`ProcessEnd`): the
+    /// engine is released as before (its records closed), its catalog's objects are not freed.
+    func keepCatalogsUntilExit() {
+        if let cachedCatalog { ProcessEnd.keep(cachedCatalog.catalog) }
+        if let cachedEngine { ProcessEnd.keep(cachedEngine.catalog) }
+    }
+
     /// Runs an engine call, mapping its errors to exit codes.
     func attempt<T>(_ body: () throws -> T) throws(CLIError) -> T {
         do {

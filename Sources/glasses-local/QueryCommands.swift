@@ -112,7 +112,9 @@ enum QueryCommands {
             if let problem {
                 doc.append(("error", problem.json))
             }
-            context.console.printJSON(.object(doc))
+            let document = JSONValue.object(doc)
+            context.console.printJSON(document)
+            ProcessEnd.keep(document)
         } else {
             var rows: [[String]] = [["ID", "KIND", "NAME", "MEMORY", "DOWNLOAD", "STATE", "STORAGE"]]
             for s in statuses {
@@ -136,6 +138,7 @@ enum QueryCommands {
                 context.console.say("STATE unknown: the install records cannot be read; STORAGE counts only the partial data on disk.")
             }
         }
+        ProcessEnd.keep(statuses)
         if let problem {
             context.console.err("Error: \(problem.message)")
             return problem.exitCode

@@ -57,6 +57,7 @@ func runMain() -> Int32 {
         return 0
     case .run(let invocation):
         let context = CommandContext(invocation: invocation, console: console, environment: ProcessInfo.processInfo.environment)
+        defer { context.keepCatalogsUntilExit() }
         do {
             return try invocation.run(context).rawValue
         } catch {

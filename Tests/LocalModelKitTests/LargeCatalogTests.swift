@@ -3,8 +3,9 @@ import GlassesTestSupport
 import Testing
 @testable import LocalModelKit
 
-/// A catalog of 1,000 models or more is checked on two threads (each half in order) and, at
-/// 1 MiB or more, its JSON freed on a third. Its result must be the one a single pass gives:
+/// A catalog of 1,000 models or more is checked on two threads (each half in order); at 1 MiB
+/// or more, its models are checked on a helper thread while the parser reads on
+/// (`StreamedModelCheck`), and its JSON freed on another. Its result must be the one a single pass gives:
 /// the models in catalog order, every problem reported, in document order, with its path.
 @Suite(.networkGuard)
 struct LargeCatalogTests {
@@ -62,5 +63,45 @@ struct LargeCatalogTests {
             "models[1199].displayName", "models[1199].sources",
         ], "\(issues)")
         #expect(issues.first { $0.path == "models[1100].id" }?.message == "duplicate id \"m5\" (also models[5])")
+    }
+
+    @Test("over 1 MiB, models checked while the parser reads on: every problem in document order; a document that breaks after its models is only a JSON error")
+    func streamedProblemsInDocumentOrder() throws {
+        let bytes = try Self.catalog(models: 2_400, files: 4) { n, model in
+            switch n {
+            case 3: model["requiredMb"] = 0
+            case 17: model["kind"] = "robot"
+            case 1_000: model["files"] = [["path": "a", "size": 1, "sha256": NSNull()], ["path": "a/b", "size": 1, "sha256": NSNull()]]
+            case 2_000: model["id"] = "m1"
+            case 2_399: model["displayName"] = ""
+            default: break
+            }
+        }
+        try #require(bytes.count >= 1 << 20, "the document is \(bytes.count) bytes: under the size checked while parsed")
+        var issues: [CatalogIssue] = []
+        do {
+            _ = try CatalogLoader().decode(bytes, source: "large.json")
+            Issue.record("a catalog with five broken models was accepted")
+        } catch {
+            issues = error.issues
+        }
+        #expect(issues.map(\.path) == [
+            "models[3].requiredMb", "models[17].kind", "models[1000].files[0].path", "models[2000].id", "models[2399].displayName",
+        ], "\(issues)")
+        #expect(issues.first { $0.path == "models[2000].id" }?.message == "duplicate id \"m1\" (also models[1])")
+
+        // The models were handed out and checked before the parser met the end: only the
+        // JSON error is reported.
+        guard let close = bytes.lastIndex(of: UInt8(ascii: "}")) else { return }
+        var broken = bytes
+        broken.removeSubrange(close...)
+        do {
+            _ = try CatalogLoader().decode(broken, source: "large.json")
+            Issue.record("a document without its closing brace was accepted")
+        } catch {
+            #expect(error.issues.count == 1, "\(error.issues)")
+            #expect(error.issues.first?.path == "$")
+            #expect(error.issues.first?.message.hasPrefix("not valid JSON: ") == true, "\(error.issues)")
+        }
     }
 }

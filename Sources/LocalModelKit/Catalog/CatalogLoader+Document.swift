@@ -54,13 +54,34 @@ extension CatalogValidator {
                     }
                 }
             }
-            models.reserveCapacity(items.count)
-            for (n, checked) in Self.checkModels(items).enumerated() {
-                issues += checked.issues
-                if duplicate[n], case .string(let id)? = items[n]["id"] {
-                    report("models[\(n)].id", "duplicate id \"\(id)\" (also models[\(firstIndexOfId[id] ?? 0)])")
-                } else if let model = checked.model {
-                    models.append(model)
+            // Each model's result goes to its slot and is moved from there into `models`:
+            // no model is copied on the way (a copy is a reference count per field). A big
+            // catalog's models were checked while the parser read on (`StreamedModelCheck`).
+            let slots: [CheckedModels], size: Int
+            var own: CheckedModels?
+            if let streamed, let done = streamed.results(count: items.count) {
+                (slots, size) = (done, StreamedModelCheck.chunkSize)
+            } else {
+                let checked = CheckedModels(count: items.count)
+                Self.checkModels(items, into: checked)
+                (slots, size) = ([checked], max(1, items.count))
+                own = checked
+            }
+            defer { own?.free() }
+            models = [CatalogModel](unsafeUninitializedCapacity: items.count) { buffer, initialized in
+                initialized = 0
+                for n in 0..<items.count {
+                    let checked = slots[n / size], k = n % size
+                    if !checked.issues[k].isEmpty { issues += checked.issues[k] }
+                    if duplicate[n], case .string(let id)? = items[n]["id"] {
+                        report("models[\(n)].id", "duplicate id \"\(id)\" (also models[\(firstIndexOfId[id] ?? 0)])")
+                    } else if let model = checked.models.moveElement(from: k) {
+                        buffer.initializeElement(at: initialized, to: model)
+                        initialized += 1
+                        checked.models.initializeElement(at: k, to: nil)
+                    } else {
+                        checked.models.initializeElement(at: k, to: nil)
+                    }
                 }
             }
         }
@@ -69,39 +90,61 @@ extension CatalogValidator {
                        expiresAt: expiresAt, nextKey: nextKey, models: models)
     }
 
+    /// Where `checkModels` puts each model's result: the model (or nil) and its issues, by
+    /// the model's index.
+    struct CheckedModels: @unchecked Sendable {
+        // @unchecked: two threads write disjoint halves of the slots (`checkModels`), and the
+        // slots are read only after the helper's half is done, under its lock.
+        let models: UnsafeMutableBufferPointer<CatalogModel?>
+        let issues: UnsafeMutableBufferPointer<[CatalogIssue]>
+
+        init(count: Int) {
+            models = .allocate(capacity: count)
+            models.initialize(repeating: nil)
+            issues = .allocate(capacity: count)
+            issues.initialize(repeating: [])
+        }
+
+        func free() {
+            models.deinitialize()
+            models.deallocate()
+            issues.deinitialize()
+            issues.deallocate()
+        }
+    }
+
     /// Each model checked on its own (no model's check depends on another's), in order: the
-    /// model, or nil, and its issues. Many models are checked on two threads, each half in
-    /// order: the results are the same, a 5,000-model catalog loads sooner.
-    static func checkModels(_ items: [JSONValue]) -> [(model: CatalogModel?, issues: [CatalogIssue])] {
-        @Sendable func check(_ range: Range<Int>) -> [(model: CatalogModel?, issues: [CatalogIssue])] {
-            range.map { n in
+    /// model, or nil, and its issues, into its slot of `results`. Many models are checked on
+    /// two threads, each half in order: the results are the same, a 5,000-model catalog
+    /// loads sooner.
+    static func checkModels(_ items: [JSONValue], into results: CheckedModels) {
+        @Sendable func check(_ range: Range<Int>) {
+            for n in range {
                 var validator = CatalogValidator()
-                let model = validator.model(items[n], at: "models[\(n)]")
-                return (model, validator.issues)
+                results.models[n] = validator.model(items[n], at: "models[\(n)]")
+                results.issues[n] = validator.issues
             }
         }
         guard items.count >= 1000 else { return check(0..<items.count) }
         final class SecondHalf: @unchecked Sendable {
-            // @unchecked: `result` is written once by the helper and read after, both under `lock`.
+            // @unchecked: `done` is written once by the helper and read after, both under `lock`.
             let lock = Threads.Lock()
-            var result: [(model: CatalogModel?, issues: [CatalogIssue])]?
+            var done = false
         }
         let half = items.count / 2
         let second = SecondHalf()
         let started = Threads.tryStart(name: "gl-catalog-check", stackSize: 512 << 10) {
-            let result = check(half..<items.count)
+            check(half..<items.count)
             second.lock.withLock {
-                second.result = result
+                second.done = true
                 second.lock.broadcast()
             }
         }
         guard started else { return check(0..<items.count) }
-        let first = check(0..<half)
+        check(0..<half)
         second.lock.lock()
-        while second.result == nil { second.lock.wait() }
-        let rest = second.result ?? []
+        while !second.done { second.lock.wait() }
         second.lock.unlock()
-        return first + rest
     }
 
     mutating func model(_ value: JSONValue, at path: @autoclosure () -> String) -> CatalogModel? {

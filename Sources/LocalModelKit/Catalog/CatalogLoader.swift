@@ -35,22 +35,145 @@ package struct CatalogLoader: Sendable {
             throw CatalogError(source: source, issues: [CatalogIssue(path: "$", message: "larger than the \(Self.maxCatalogBytes >> 20) MiB limit for a catalog")])
         }
         let root: JSONValue
+        // A big catalog's models are checked on another core while the parser reads the rest
+        // (the parse and the check each took a third of a 5,000-model catalog's load).
+        let streamed = bytes.count >= 1 << 20 ? StreamedModelCheck() : nil
         do {
-            root = try JSONParser().parse(bytes)
+            root = try JSONParser().parse(bytes, elementsOf: streamed == nil ? nil : "models", to: streamed.map { check in { check.add($0) } })
         } catch {
+            streamed?.abandon()
             throw CatalogError(source: source, issues: [CatalogIssue(path: "$", message: "not valid JSON: \(error)")])
         }
+        streamed?.finish()
         var validator = CatalogValidator()
+        validator.streamed = streamed
         let catalog = validator.catalog(root)
         // The document is done with. A big one is tens of thousands of small objects: they
         // are freed on another thread (a fifth of a 5,000-model catalog's load), not before
         // the catalog is handed back.
         if bytes.count >= 1 << 20 {
-            let document = consume root
-            _ = Threads.tryStart(name: "gl-json-free", stackSize: 256 << 10) { withExtendedLifetime(document) {} }
+            // The helper takes the only reference out of a box and drops it: a closure that
+            // captured the document would share it with this frame, whose copy is often
+            // released last (the helper done first), and then the freeing ran here after all.
+            let box = DocumentBox(consume root)
+            _ = Threads.tryStart(name: "gl-json-free", stackSize: 256 << 10) { box.drop() }
         }
         if let catalog, validator.issues.isEmpty { return catalog }
         throw CatalogError(source: source, issues: validator.issues)
+    }
+}
+
+/// A parsed document handed to the thread that frees it.
+private final class DocumentBox: @unchecked Sendable {
+    // @unchecked: `document` is set in init and then touched by one thread only (the helper's
+    // `drop`, or this box's deinit when no helper started).
+    private var document: JSONValue?
+    init(_ document: consuming JSONValue) { self.document = document }
+    func drop() { document = nil }
+}
+
+/// A big catalog's models checked while the parser is still reading the document: the parser
+/// hands each element of `models` over as soon as it is read (`JSONParser.parse(_:elementsOf:to:)`),
+/// a helper thread checks them in batches, and once the document is read this thread checks
+/// what is left beside it. Each model's check depends on that model alone, and its result goes
+/// to the model's own slot, so the catalog and its issues are the same, in the same order, as
+/// when every model is checked after the parse.
+final class StreamedModelCheck: @unchecked Sendable {
+    // @unchecked: every `var` below is read and written under `lock`, but for `started` (the
+    // parser's thread only). Slot n of `chunks` is written by the one thread that claimed n and
+    // read by the validator only after `completed` counted it, under `lock`.
+    private let lock = Threads.Lock()
+    private var elements: [JSONValue] = []
+    private var chunks: [CatalogValidator.CheckedModels] = []
+    private var next = 0
+    private var completed = 0
+    private var parsed = false
+    private var abandoned = false
+    private var started = false
+    /// Slots per chunk; chunks are added as elements arrive (the count is known only at the end).
+    static let chunkSize = 64
+    /// Models claimed at a time; divides `chunkSize`.
+    private static let batch = 16
+    /// The loader checks no model of a catalog with more (it reports the count): beyond one
+    /// past it nothing is kept.
+    private static let limit = 10_000
+
+    deinit {
+        for chunk in chunks { chunk.free() }
+    }
+
+    /// An element of `models`, from the parser, in order.
+    func add(_ element: JSONValue) {
+        lock.lock()
+        if elements.count > Self.limit {
+            lock.unlock()
+            return
+        }
+        if elements.count % Self.chunkSize == 0 { chunks.append(CatalogValidator.CheckedModels(count: Self.chunkSize)) }
+        elements.append(element)
+        // The helper is woken for a whole batch, not for each model (a wake-up costs more
+        // than checking a model).
+        if elements.count - next == Self.batch { lock.broadcast() }
+        lock.unlock()
+        if !started {
+            started = true
+            // No thread: the models are checked in `finish` instead.
+            _ = Threads.tryStart(name: "gl-catalog-check", stackSize: 512 << 10) { self.work(finishing: false) }
+        }
+    }
+
+    /// The document is read: checks what is left beside the helper and waits for it.
+    func finish() {
+        lock.withLock {
+            parsed = true
+            lock.broadcast()
+        }
+        work(finishing: true)
+    }
+
+    /// The document is not JSON: nothing more is checked (the helper stops after its batch).
+    func abandon() {
+        lock.withLock {
+            parsed = true
+            abandoned = true
+            lock.broadcast()
+        }
+    }
+
+    /// The slots, `chunkSize` a chunk, when every one of `count` models was checked here.
+    func results(count: Int) -> [CatalogValidator.CheckedModels]? {
+        lock.withLock { !abandoned && parsed && completed == count && elements.count == count ? chunks : nil }
+    }
+
+    /// Claims batches and checks them until none is left; the helper then ends, `finish`
+    /// waits until the helper's last batch is done too.
+    private func work(finishing: Bool) {
+        lock.lock()
+        while true {
+            if abandoned { break }
+            if next < elements.count && (parsed || elements.count - next >= Self.batch) {
+                let start = next, end = min(elements.count, next + Self.batch)
+                next = end
+                // Copied out, not sliced: a slice would share the buffer, and the parser's next
+                // append would then copy all of it. A batch lies within one chunk (batches
+                // start at multiples of `batch`, which divides `chunkSize`).
+                let items = Array(elements[start..<end]), chunk = chunks[start / Self.chunkSize]
+                lock.unlock()
+                for (n, item) in zip(start..<end, items) {
+                    var validator = CatalogValidator()
+                    let model = validator.model(item, at: "models[\(n)]")
+                    chunk.models[n % Self.chunkSize] = model
+                    chunk.issues[n % Self.chunkSize] = validator.issues
+                }
+                lock.lock()
+                completed += end - start
+                lock.broadcast()
+                continue
+            }
+            if parsed && (!finishing || completed == elements.count) { break }
+            lock.wait()
+        }
+        lock.unlock()
     }
 }
 
@@ -60,6 +183,8 @@ package struct CatalogLoader: Sendable {
 /// are in CatalogLoader+Document.swift).
 struct CatalogValidator {
     var issues: [CatalogIssue] = []
+    /// The models already checked while the document was parsed, if they were.
+    var streamed: StreamedModelCheck?
 
     mutating func report(_ path: String, _ message: String) {
         issues.append(CatalogIssue(path: path, message: message))

@@ -12,8 +12,9 @@ struct ArchiveDelivery: SourceDelivery {
     var buildRoom: Int64 { model.installedBytes }
     var vouchesForUnhashedFiles: Bool { true }
 
-    func bytesPresent(in layout: StoreLayout, held: () -> Set<String>) -> Int64 {
-        min(FileIO.regularFileSize(layout.partialArchivePath(id: model.id)) ?? 0, archive.size)
+    func bytesPresent(in layout: StoreLayout, partials: Set<String>?, held: () -> Set<String>) -> Int64 {
+        if partials?.contains(model.id + "@archive") == false { return 0 }
+        return min(FileIO.regularFileSize(layout.partialArchivePath(id: model.id)) ?? 0, archive.size)
     }
 
     /// The name the archive's validators are saved under in the records.

@@ -17,9 +17,9 @@ struct FilesDelivery: SourceDelivery {
 
     /// Bytes in the partial folder, and files another install holds with the same SHA-256
     /// (linked, not downloaded: see `DeliveryRun.adoptStoredCopies`).
-    func bytesPresent(in layout: StoreLayout, held: () -> Set<String>) -> Int64 {
+    func bytesPresent(in layout: StoreLayout, partials: Set<String>?, held: () -> Set<String>) -> Int64 {
         let dir = layout.partialPath(id: model.id)
-        let inPartial = FileIO.isDirectory(dir)
+        let inPartial = partials?.contains(model.id) != false && FileIO.isDirectory(dir)
         let held = model.files.contains { $0.sha256 != nil } ? held() : []
         guard inPartial || !held.isEmpty else { return 0 }
         var checked = Set<String>()

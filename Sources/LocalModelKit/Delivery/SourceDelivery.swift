@@ -27,7 +27,9 @@ protocol SourceDelivery {
     /// Bytes of this source's partial data in the store: what a resume will not fetch again.
     /// - Parameter held: `sha256:size` keys of the files installed models hold (read only
     ///   when this kind can use them).
-    func bytesPresent(in layout: StoreLayout, held: () -> Set<String>) -> Int64
+    /// - Parameter partials: the names in `.partial`, when the caller listed it (once for many
+    ///   models): a model with no entry there has no partial data, and no `lstat` is made.
+    func bytesPresent(in layout: StoreLayout, partials: Set<String>?, held: () -> Set<String>) -> Int64
 
     /// Requests that fetch `files` again into `root` (a repair); nil when this kind cannot
     /// fetch single files. `rewrite` turns a catalog URL into the one fetched (`--mirror`,

@@ -124,7 +124,7 @@ extension CatalogModel {
     func preferringFiles(given copies: LocalCopies, layout: StoreLayout) -> CatalogModel {
         guard let preferred = preferredDelivery, preferred.source.kind != .files,
               let index = sources.firstIndex(where: { $0.kind == .files }) else { return self }
-        let preferredLeft = preferred.downloadBytes - preferred.bytesPresent(in: layout, held: { [] })
+        let preferredLeft = preferred.downloadBytes - preferred.bytesPresent(in: layout, partials: nil, held: { [] })
         let partial = layout.partialPath(id: id)
         var checked = Set<String>()
         var filesLeft: Int64 = 0

@@ -88,10 +88,21 @@ package struct JSONParser {
     /// - Throws: ``JSONParseError`` with the line and column of the first problem
     ///   (a duplicate key, nesting past ``maxDepth``, anything after the value).
     package func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+        try parse(bytes, elementsOf: nil, to: nil)
+    }
+
+    /// Parses like ``parse(_:)``, and hands each element of the top-level object's array
+    /// member `key` to `sink` as soon as it is read (in order, from 0), while the rest of the
+    /// document is still being parsed: a caller can start working on them at once (the
+    /// catalog's models are checked on another core meanwhile). Elements were handed out
+    /// also when the document turns out not to be JSON after all.
+    package func parse(_ bytes: [UInt8], elementsOf key: String?, to sink: ((JSONValue) -> Void)?) throws(JSONParseError) -> JSONValue {
         // The reader walks a buffer pointer that lives only for this call: no bounds check or
         // reference count per byte.
         let result: Result<JSONValue, JSONParseError> = bytes.withUnsafeBufferPointer { buffer in
             var reader = Reader(bytes: buffer, maxDepth: maxDepth)
+            reader.observedKey = key
+            reader.sink = sink
             do throws(JSONParseError) {
                 return .success(try reader.parseDocument())
             } catch {
@@ -120,6 +131,9 @@ private struct Reader {
     /// growing from empty (a catalog's file entry took three allocations, its files array five).
     var memberScratch: [[(key: String, value: JSONValue)]] = []
     var elementScratch: [[JSONValue]] = []
+    /// The top-level object's array member whose elements go to `sink` as they are read.
+    var observedKey: String?
+    var sink: ((JSONValue) -> Void)?
 
     init(bytes: UnsafeBufferPointer<UInt8>, maxDepth: Int) {
         self.bytes = bytes
@@ -254,7 +268,12 @@ private struct Reader {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':' after key \"\(key)\"") }
             index += 1
             skipWhitespace()
-            let value = try parseValue()
+            let value: JSONValue
+            if level == 0, let sink, let observedKey, key == observedKey, index < bytes.count, bytes[index] == UInt8(ascii: "[") {
+                value = try parseArray(handingElementsTo: sink)
+            } else {
+                value = try parseValue()
+            }
             memberScratch[level].append((key, value))
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of document inside an object") }
@@ -266,7 +285,7 @@ private struct Reader {
         return .object(Self.take(&memberScratch[level], placeholder: (key: "", value: .null)))
     }
 
-    mutating func parseArray() throws(JSONParseError) -> JSONValue {
+    mutating func parseArray(handingElementsTo sink: ((JSONValue) -> Void)? = nil) throws(JSONParseError) -> JSONValue {
         try enter()
         index += 1
         let level = depth - 1
@@ -280,6 +299,7 @@ private struct Reader {
         while true {
             skipWhitespace()
             let element = try parseValue()
+            sink?(element)
             elementScratch[level].append(element)
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of document inside an array") }

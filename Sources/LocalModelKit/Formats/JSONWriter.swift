@@ -20,7 +20,7 @@ extension JSONValue {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case .int(let i): out.append(contentsOf: String(i).utf8)
+        case .int(let i): JSONValue.writeInteger(i, into: &out)
         case .bigInteger(let s): out.append(contentsOf: s.utf8)
         case .double(let d):
             if d.isFinite {
@@ -60,10 +60,38 @@ extension JSONValue {
         for _ in 0..<indent { out.append(UInt8(ascii: " ")); out.append(UInt8(ascii: " ")) }
     }
 
+    /// An integer's decimal digits, written in place (`String(i)` made a string per number).
+    private static func writeInteger(_ i: Int64, into out: inout [UInt8]) {
+        if i < 0 { out.append(UInt8(ascii: "-")) }
+        // The magnitude as unsigned: Int64.min has none as a signed number.
+        var rest = i.magnitude
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var n = 20
+            repeat {
+                n -= 1
+                digits[n] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[n...]))
+        }
+    }
+
     /// A string literal: `"`, `\\` and the control characters escaped, every other byte of the
     /// UTF-8 as it is (a String's UTF-8 is valid, so whole runs are copied at once).
     private static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        // A native string's bytes are read in place; a small one's from a copy on the stack.
+        if let done = s.utf8.withContiguousStorageIfAvailable({ bytes -> Bool in
+            // Most strings (ids, names, keys) need no escape: one scan, one copy.
+            if !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                out.append(contentsOf: bytes)
+                return true
+            }
+            return false
+        }), done {
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         var s = s
         s.withUTF8 { bytes in
             var runStart = 0

@@ -63,7 +63,11 @@ struct StoreRepair {
 
         // An update that died between moving the old install aside and putting the new one
         // in place: the old install goes back (it was verified when it was installed).
+        // `.staging` listed once rather than an lstat per installed model (nil: it could not be
+        // listed, and each is looked at).
+        let staged = try? Set(FileIO.listDirectory(layout.stagingRoot))
         for record in installs where record.state == .installed {
+            if let staged, !staged.contains(record.modelId + ".replaced") { continue }
             let aside = layout.stagingRoot + "/" + record.modelId + ".replaced"
             let folder = layout.folder(of: record)
             guard FileIO.isDirectory(aside), !FileIO.exists(folder) else { continue }
@@ -118,9 +122,11 @@ struct StoreRepair {
         // Only a name that is there can be a link: the folders that hold install folders are
         // listed once, rather than an lstat for each of a big catalog's models at every open.
         let names = (llm: try? Set(FileIO.listDirectory(layout.root)), voice: try? Set(FileIO.listDirectory(layout.voicesRoot)))
-        for model in catalog.models {
-            if let present = model.kind == .voice ? names.voice : names.llm, !present.contains(model.id) { continue }
-            linkCandidates.append((layout.installPath(id: model.id, kind: model.kind), model.id))
+        // By index, reading the two fields: a copy of each model would be a reference count per field.
+        for n in catalog.models.indices {
+            let id = catalog.models[n].id, kind = catalog.models[n].kind
+            if let present = kind == .voice ? names.voice : names.llm, !present.contains(id) { continue }
+            linkCandidates.append((layout.installPath(id: id, kind: kind), id))
         }
         for (path, owner) in linkCandidates {
             guard let found = try FileIO.status(path), found.kind != .directory, found.kind != .regular else { continue }
@@ -180,9 +186,10 @@ struct StoreRepair {
         // A voice's folder is where an app may place its bundle by hand (the upstream SDK's
         // `modelDirectory`): left in place, for `adoptPlacedBundle` to check and adopt (a
         // crash leftover there is a verified tree, adopted the same way).
-        for model in catalog.models where !model.kind.acceptsPlacedBundle {
+        for n in catalog.models.indices where !catalog.models[n].kind.acceptsPlacedBundle {
             // (Listed above: a folder made since is another process's, under its lock.)
-            if let present = names.llm, !present.contains(model.id) { continue }
+            if let present = names.llm, !present.contains(catalog.models[n].id) { continue }
+            let model = catalog.models[n]
             let folder = layout.installPath(id: model.id, kind: model.kind)
             guard byId[model.id]?.state != .installed, FileIO.isDirectory(folder) else { continue }
             guard let lock = try layout.tryModelLock(model.id, ifPermitted: true) else { continue }
