@@ -9,6 +9,17 @@ import Testing
 /// the models in catalog order, every problem reported, in document order, with its path.
 @Suite(.networkGuard)
 struct LargeCatalogTests {
+    /// The issues decoding `bytes` reports (none, and a recorded failure, if it is accepted).
+    static func issues(decoding bytes: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) -> [CatalogIssue] {
+        do {
+            _ = try CatalogLoader().decode(bytes, source: "large.json")
+            Issue.record("a catalog with five broken models was accepted", sourceLocation: sourceLocation)
+            return []
+        } catch {
+            return error.issues
+        }
+    }
+
     /// `count` valid models (ids `m0`…), each with `files` files, as JSON text.
     static func catalog(models count: Int, files: Int = 3, edit: (Int, inout [String: Any]) -> Void = { _, _ in }) throws -> [UInt8] {
         var models: [[String: Any]] = []
@@ -51,13 +62,7 @@ struct LargeCatalogTests {
             default: break
             }
         }
-        var issues: [CatalogIssue] = []
-        do {
-            _ = try CatalogLoader().decode(bytes, source: "large.json")
-            Issue.record("a catalog with five broken models was accepted")
-        } catch {
-            issues = error.issues
-        }
+        let issues = Self.issues(decoding: bytes)
         #expect(issues.map(\.path) == [
             "models[7].requiredMb", "models[599].kind", "models[600].files[0].path", "models[1100].id",
             "models[1199].displayName", "models[1199].sources",
@@ -78,13 +83,7 @@ struct LargeCatalogTests {
             }
         }
         try #require(bytes.count >= 1 << 20, "the document is \(bytes.count) bytes: under the size checked while parsed")
-        var issues: [CatalogIssue] = []
-        do {
-            _ = try CatalogLoader().decode(bytes, source: "large.json")
-            Issue.record("a catalog with five broken models was accepted")
-        } catch {
-            issues = error.issues
-        }
+        let issues = Self.issues(decoding: bytes)
         #expect(issues.map(\.path) == [
             "models[3].requiredMb", "models[17].kind", "models[1000].files[0].path", "models[2000].id", "models[2399].displayName",
         ], "\(issues)")
