@@ -34,42 +34,48 @@ package enum FileIO {
     /// instead of being waited on. `/proc` and `/sys` files are regular files and read as usual.
     package static func readFile(atPath path: String, limit: Int) throws(SystemError) -> [UInt8] {
         let file = try openForReading(path)
-        // Straight into one buffer of the file's size and one byte more (to see it end), its
-        // pages made in one call when it is big (a user catalog of 5,000 models is 9.5 MB).
-        let capacity = min(Int(clamping: max(try file.size(), 0)), limit) + 1
-        var failure: SystemError?
-        var out = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
-            count = 0
-            let raw = UnsafeMutableRawBufferPointer(buffer)
-            if capacity >= 1 << 20 { prefault(raw) }
-            while count < capacity {
-                do throws(SystemError) {
-                    let n = try file.read(into: UnsafeMutableRawBufferPointer(rebasing: raw[count...]))
-                    if n == 0 { return }
-                    count += n
-                } catch {
-                    failure = error
-                    return
+        return try readToEnd(path: path, limit: limit, size: try file.size()) { buffer throws(SystemError) in try file.read(into: buffer) }
+    }
+
+    /// Reads with `read` to the end, refusing more than `limit` bytes. With the file's `size`
+    /// the bytes go straight into one buffer of that size and one byte more (to see it end),
+    /// its pages made in one call when it is big (a catalog of 5,000 models is 9.5 MB), not
+    /// regrown and copied a chunk at a time; what comes past it (a file that grew) is read in
+    /// chunks, as everything is without a size.
+    private static func readToEnd(path: String, limit: Int, size: Int64?,
+                                  read: (UnsafeMutableRawBufferPointer) throws(SystemError) -> Int) throws(SystemError) -> [UInt8] {
+        var out: [UInt8] = []
+        if let size {
+            let capacity = min(Int(clamping: max(size, 0)), limit) + 1
+            var failure: SystemError?
+            out = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
+                count = 0
+                let raw = UnsafeMutableRawBufferPointer(buffer)
+                if capacity >= 1 << 20 { prefault(raw) }
+                while count < capacity {
+                    do throws(SystemError) {
+                        let n = try read(UnsafeMutableRawBufferPointer(rebasing: raw[count...]))
+                        if n == 0 { return }
+                        count += n
+                    } catch {
+                        failure = error
+                        return
+                    }
                 }
             }
-        }
-        if let failure { throw failure }
-        // Ended before filling the buffer: that is the whole file.
-        if out.count < capacity { return out }
-        if out.count > limit {
-            throw SystemError(message: "read \(path): larger than the \(limit) byte limit", errno: EFBIG)
+            if let failure { throw failure }
+            // Ended before filling the buffer: that is the whole file.
+            if out.count < capacity { return out }
+            if out.count > limit { throw SystemError(message: "read \(path): larger than the \(limit) byte limit", errno: EFBIG) }
         }
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
         defer { chunk.deallocate() }
         while true {
-            let n = try file.read(into: chunk)
-            if n == 0 { break }
+            let n = try read(chunk)
+            if n == 0 { return out }
             out.append(contentsOf: chunk[0..<n])
-            if out.count > limit {
-                throw SystemError(message: "read \(path): larger than the \(limit) byte limit", errno: EFBIG)
-            }
+            if out.count > limit { throw SystemError(message: "read \(path): larger than the \(limit) byte limit", errno: EFBIG) }
         }
-        return out
     }
 
     /// How long a pipe named on the command line may take to deliver all of its bytes.
@@ -102,35 +108,10 @@ package enum FileIO {
 
     /// Reads `fd` to its end, refusing more than `limit` bytes.
     private static func readAll(_ fd: Int32, path: String, limit: Int) throws(SystemError) -> [UInt8] {
-        var out: [UInt8] = []
-        // Its size now, as `readFile` does: a big catalog is read straight into one buffer of
-        // that size (and one byte more, to see it end), not regrown and copied a chunk at a time.
-        if let size = try? FileIO.status(of: fd, path: path).size {
-            let capacity = min(Int(clamping: max(size, 0)), limit) + 1
-            var failure: Int32 = 0
-            out = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, count in
-                count = 0
-                guard let base = buffer.baseAddress else { return }
-                if capacity >= 1 << 20 { prefault(UnsafeMutableRawBufferPointer(buffer)) }
-                while count < capacity {
-                    let n = retrying { read(fd, base + count, capacity - count) }
-                    if n < 0 { failure = errno; return }
-                    if n == 0 { return }
-                    count += n
-                }
-            }
-            if failure != 0 { throw SystemError(errno: failure, "read \(path)") }
-            // Ended before filling the buffer: that is the whole file.
-            if out.count < capacity { return out }
-            if out.count > limit { throw SystemError(message: "read \(path): larger than the \(limit) byte limit", errno: EFBIG) }
-        }
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { buffer in retrying { read(fd, buffer.baseAddress, buffer.count) } }
-            if n == 0 { return out }
+        try readToEnd(path: path, limit: limit, size: try? FileIO.status(of: fd, path: path).size) { buffer throws(SystemError) in
+            let n = retrying { Glibc.read(fd, buffer.baseAddress, buffer.count) }
             if n < 0 { throw SystemError(errno: errno, "read \(path)") }
-            out.append(contentsOf: chunk[0..<n])
-            if out.count > limit { throw SystemError(message: "read \(path): larger than the \(limit) byte limit", errno: EFBIG) }
+            return n
         }
     }
 

@@ -141,8 +141,8 @@ final class TransferSession {
                 break
             }
             let now = monotonicSeconds()
-            // Start what can start: small https files up to `streams` (HTTP/2 streams on one
-            // connection where the server offers it), everything else up to `parallel`.
+            // Start what can start: small https files up to the stream window (HTTP/2 streams
+            // on one connection where the server offers it), everything else up to `parallel`.
             var index = 0
             while index < queue.count && (active.count - streaming.count < parallel || (streams != nil && streaming.count < window.limit)) {
                 let job = queue[index]
