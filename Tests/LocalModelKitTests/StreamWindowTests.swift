@@ -1,8 +1,9 @@
 import Testing
+import GlassesTestSupport
 @testable import LocalModelKit
 
 /// `StreamWindow`: how many small files go as HTTP/2 streams of one connection after stalls.
-@Suite("HTTP/2 streams after a stall (StreamWindow)")
+@Suite("HTTP/2 streams after a stall (StreamWindow)", .networkGuard)
 struct StreamWindowTests {
     @Test("a stall halves the streams then in flight, once per stall time; never under one")
     func stallsHalveOncePerStallTime() {
