@@ -239,7 +239,20 @@ struct GlobalOptions: OptionGroup {
     let offline = Flag("--offline", help: "Open no network connection at all (as EXTENTOS_OFFLINE=1, HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1): commands that need one fail with code offline; prefetch ends with exit 0.")
 
     static let shared = GlobalOptions()
+
+    /// The stored options above, in their order, listed by hand: every command line is parsed
+    /// against them, and reflecting (`specs`) would cost each run about a quarter of a
+    /// millisecond of type-metadata and conformance lookups. Development builds (every test
+    /// run) check the list against the declarations (`globalOptions`).
+    var declared: [any OptionDeclaration] { [store, catalog, mirror, json, quiet, noProgress, stallTimeout, offline] }
 }
 
 /// The global options, erased, in help order.
-let globalOptions: [OptionSpec] = GlobalOptions.shared.specs
+let globalOptions: [OptionSpec] = {
+    let specs = GlobalOptions.shared.declared.map(\.spec)
+    #if DEBUG
+    let reflected = GlobalOptions.shared.specs.map(\.name)
+    precondition(specs.map(\.name) == reflected, "GlobalOptions.declared must list its stored options in order: \(reflected)")
+    #endif
+    return specs
+}()
