@@ -79,7 +79,10 @@ struct StoreRepair {
             actions.append(RepairAction(modelId: record.modelId, what: "an interrupted update was rolled back; the previous install is in place again"))
         }
 
-        for record in installs where looksBroken(record, files: allFiles[record.modelId] ?? []) {
+        // The installed folders the look below opened as real folders: the link check at the
+        // end need not look at them again.
+        var realFolders = Set<String>()
+        for record in installs where looksBroken(record, files: allFiles[record.modelId] ?? [], realFolders: &realFolders) {
             guard let lock = try layout.tryModelLock(record.modelId, ifPermitted: true) else { continue }
             defer { lock.unlock() }
             // Re-read under the lock: another process may have finished meanwhile.
@@ -93,8 +96,8 @@ struct StoreRepair {
                     continue
                 }
                 let files = try records.files(current.modelId)
-                var checked = Set<String>()
-                let broken = files.filter { FileIO.regularFileSize($0.path, in: folder, checked: &checked) != $0.size }
+                let sizes = FileIO.regularFileSizes(files.map(\.path), in: folder) ?? files.map { _ in nil }
+                let broken = zip(files, sizes).filter { $0.size != $1 }.map(\.0)
                 if !broken.isEmpty {
                     let kept = try salvage(folder, modelId: current.modelId)
                     try forget(current.modelId, because: "\(broken.count) file(s) missing or with the wrong size (first: \(broken[0].path))")
@@ -126,7 +129,9 @@ struct StoreRepair {
         for n in catalog.models.indices {
             let id = catalog.models[n].id, kind = catalog.models[n].kind
             if let present = kind == .voice ? names.voice : names.llm, !present.contains(id) { continue }
-            linkCandidates.append((layout.installPath(id: id, kind: kind), id))
+            let path = layout.installPath(id: id, kind: kind)
+            if realFolders.contains(path) { continue }
+            linkCandidates.append((path, id))
         }
         for (path, owner) in linkCandidates {
             guard let found = try FileIO.status(path), found.kind != .directory, found.kind != .regular else { continue }
@@ -218,14 +223,15 @@ struct StoreRepair {
     }
 
     /// The lock-free first look: an installed record whose folder or files are missing or
-    /// resized, or a partial record without partial data.
-    private func looksBroken(_ record: InstallRecord, files: [FileRecord]) -> Bool {
+    /// resized, or a partial record without partial data. An installed folder opened as a
+    /// real folder (not a link) goes into `realFolders`.
+    private func looksBroken(_ record: InstallRecord, files: [FileRecord], realFolders: inout Set<String>) -> Bool {
         switch record.state {
         case .installed:
             let folder = layout.folder(of: record)
-            guard FileIO.isDirectory(folder) else { return true }
-            var checked = Set<String>()
-            return files.contains { FileIO.regularFileSize($0.path, in: folder, checked: &checked) != $0.size }
+            guard let sizes = FileIO.regularFileSizes(files.map(\.path), in: folder) else { return true }
+            realFolders.insert(folder)
+            return zip(files, sizes).contains { $0.size != $1 }
         case .partial:
             return !FileIO.exists(layout.partialPath(id: record.modelId)) && !FileIO.exists(layout.partialArchivePath(id: record.modelId))
         }
@@ -234,10 +240,8 @@ struct StoreRepair {
     /// How many of `model`'s bytes the tree at `folder` holds: each catalog file that is a
     /// regular file there counts up to its declared size (partial files count what they have).
     private func usefulBytes(of model: CatalogModel, in folder: String) -> Int64 {
-        var checked = Set<String>()
-        return model.files.reduce(Int64(0)) { sum, file in
-            sum + min(FileIO.regularFileSize(file.path, in: folder, checked: &checked) ?? 0, file.size)
-        }
+        guard let sizes = FileIO.regularFileSizes(model.files.map(\.path), in: folder) else { return 0 }
+        return zip(model.files, sizes).reduce(Int64(0)) { sum, pair in sum + min(pair.1 ?? 0, pair.0.size) }
     }
 
     /// Moves a tree to `.partial/<id>` when no partial data is there yet. Returns whether it

@@ -40,6 +40,44 @@ extension FileIO {
         return regularFileSize(folder + "/" + relative)
     }
 
+    /// The sizes of the regular files at `relatives` below `folder`, in order, each as
+    /// `regularFileSize(_:in:checked:)` gives it (nil: absent, not a regular file, or reached
+    /// through a link); nil for them all when `folder` is not a real folder (absent, or a
+    /// link). The folder is opened once and each file looked up from it (`fstatat`): one or
+    /// two path steps per file, not the whole path again, and no path built per file
+    /// (start-up checks every installed file's size, 225 of them in a store of 25 models).
+    package static func regularFileSizes(_ relatives: [String], in folder: String) -> [Int64?]? {
+        #if os(Linux)
+        // O_PATH (Glibc's module shows it as __O_PATH): a handle to look up from, needing no
+        // read permission on the folder, as lstat needs none.
+        let fd = retrying { open(folder, __O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+        #else
+        let fd = retrying { open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+        #endif
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        func size(_ relative: String, directory: Bool) -> Int64? {
+            var st = stat()
+            guard fstatat(fd, relative, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+            let kind = FileKind(mode: st.st_mode)
+            return kind == (directory ? .directory : .regular) ? Int64(st.st_size) : nil
+        }
+        var checked = Set<Substring>()
+        return relatives.map { relative -> Int64? in
+            // Every folder on the way, once each, so that no link is followed to the file.
+            var utf8 = relative.utf8[...]
+            while let slash = utf8.firstIndex(of: UInt8(ascii: "/")) {
+                let prefix = relative[relative.startIndex..<slash]
+                if !checked.contains(prefix) {
+                    guard size(String(prefix), directory: true) != nil else { return nil }
+                    checked.insert(prefix)
+                }
+                utf8 = utf8[utf8.index(after: slash)...]
+            }
+            return size(relative, directory: false)
+        }
+    }
+
     /// The path with every link resolved (`realpath`): where a file outside the store that
     /// the user pointed at really is (a Hugging Face snapshot's entries are links into its
     /// `blobs/`). Nil when something on the way is missing or unreadable.
