@@ -97,4 +97,31 @@ struct FileSafetyTests {
             #expect(try FileIO.readFile(atPath: "/proc/self/status", limit: 1 << 20).count > 0)
         }
     }
+
+    @Test("installed files' sizes, looked up from their folder: a link on the way (the folder, a subfolder or the file) counts as absent, as do a folder or a FIFO in a file's place")
+    func sizesBelowAFolder() throws {
+        try StoreTestSupport.withTempDir { dir in
+            let folder = dir + "/model"
+            try StoreTestSupport.writeFile(folder + "/config.json", Array(repeating: 1, count: 10))
+            try StoreTestSupport.writeFile(folder + "/sub/deeper/weights.bin", Array(repeating: 2, count: 300))
+            try StoreTestSupport.writeFile(dir + "/outside/weights.bin", Array(repeating: 3, count: 300))
+            try FileIO.createDirectory(folder + "/dir.json")
+            #expect(mkfifo(folder + "/fifo.json", 0o600) == 0)
+            #expect(symlink(dir + "/outside/weights.bin", folder + "/linked.bin") == 0)
+            #expect(symlink(dir + "/outside", folder + "/linkedsub") == 0)
+            let names = ["config.json", "sub/deeper/weights.bin", "missing.bin", "dir.json", "fifo.json",
+                         "linked.bin", "linkedsub/weights.bin", "sub/missing/x.bin", "sub/deeper/weights.bin"]
+            let sizes = try #require(FileIO.regularFileSizes(names, in: folder))
+            #expect(sizes == [10, 300, nil, nil, nil, nil, nil, nil, 300])
+            // The one-file look agrees with the batch, name by name.
+            var checked = Set<String>()
+            #expect(names.map { FileIO.regularFileSize($0, in: folder, checked: &checked) } == sizes)
+            // A folder that is a link, or absent, or a file: nothing below it counts.
+            #expect(symlink(folder, dir + "/linked-model") == 0)
+            #expect(FileIO.regularFileSizes(["config.json"], in: dir + "/linked-model") == nil)
+            #expect(FileIO.regularFileSizes(["config.json"], in: dir + "/absent") == nil)
+            #expect(FileIO.regularFileSizes(["x"], in: folder + "/config.json") == nil)
+            #expect(FileIO.regularFileSizes([], in: folder) == [])
+        }
+    }
 }
