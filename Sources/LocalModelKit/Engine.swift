@@ -231,8 +231,8 @@ public final class LocalModelEngine: Sendable {
     public var userCatalogWarnings: [String] {
         let (models, problem) = userCatalog.withLock { $0 }
         var out = problem.map { [$0] } ?? []
-        for model in models where givenCatalog.model(id: model.id) != nil {
-            out.append("the model \(model.id) added to this store (\(UserCatalog.path(in: layout))) has the id of a model of the catalog in use, which is the one used; 'glasses-local remove \(model.id)' drops the added entry, or add it again under another --id")
+        for id in models.map(\.id) where givenCatalog.model(id: id) != nil {
+            out.append("the model \(id) added to this store (\(UserCatalog.path(in: layout))) has the id of a model of the catalog in use, which is the one used; 'glasses-local remove \(id)' drops the added entry, or add it again under another --id")
         }
         return out
     }

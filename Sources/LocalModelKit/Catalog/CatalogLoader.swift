@@ -55,7 +55,9 @@ package struct CatalogLoader: Sendable {
             // The helper takes the only reference out of a box and drops it: a closure that
             // captured the document would share it with this frame, whose copy is often
             // released last (the helper done first), and then the freeing ran here after all.
-            let box = DocumentBox(consume root)
+            // The models' elements the check kept are parts of it too: they go along, or the
+            // last of them is released (and the models' trees freed) here, when the check ends.
+            let box = DocumentBox(consume root, parts: streamed?.takeElements() ?? [])
             _ = Threads.tryStart(name: "gl-json-free", stackSize: 256 << 10) { box.drop() }
         }
         if let catalog, validator.issues.isEmpty { return catalog }
@@ -68,8 +70,15 @@ private final class DocumentBox: @unchecked Sendable {
     // @unchecked: `document` is set in init and then touched by one thread only (the helper's
     // `drop`, or this box's deinit when no helper started).
     private var document: JSONValue?
-    init(_ document: consuming JSONValue) { self.document = document }
-    func drop() { document = nil }
+    private var parts: [JSONValue]
+    init(_ document: consuming JSONValue, parts: consuming [JSONValue]) {
+        self.document = document
+        self.parts = parts
+    }
+    func drop() {
+        document = nil
+        parts = []
+    }
 }
 
 /// A big catalog's models checked while the parser is still reading the document: the parser
@@ -137,6 +146,15 @@ final class StreamedModelCheck: @unchecked Sendable {
             parsed = true
             abandoned = true
             lock.broadcast()
+        }
+    }
+
+    /// The elements given to `add`, handed over and no longer kept here (the check is done).
+    func takeElements() -> [JSONValue] {
+        lock.withLock {
+            let taken = elements
+            elements = []
+            return taken
         }
     }
 

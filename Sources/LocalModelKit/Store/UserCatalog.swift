@@ -24,8 +24,13 @@ package enum UserCatalog {
             return ([], "\(path) cannot be read (\(error.message)); the models added to this store are not listed until it can")
         }
         do {
-            let catalog = try CatalogLoader().decode(bytes, source: path)
-            return (catalog.models.map { var m = $0; m.origin = .user; return m }, nil)
+            var catalog = try CatalogLoader().decode(bytes, source: path)
+            // Marked in place: the array taken out of the catalog is this frame's alone, where
+            // a `map` copied every model and then freed the originals.
+            var models = catalog.models
+            catalog.models = []
+            for n in models.indices { models[n].origin = .user }
+            return (models, nil)
         } catch {
             let first = error.issues.first.map { "\($0.path): \($0.message)" } ?? "invalid"
             let more = error.issues.count > 1 ? " (and \(error.issues.count - 1) more problem\(error.issues.count == 2 ? "" : "s"))" : ""
