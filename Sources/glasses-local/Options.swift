@@ -213,7 +213,7 @@ protocol OptionGroup: Sendable {
 extension OptionGroup {
     var rules: [OptionRule] { [] }
 
-    /// Every option declared, in declaration order, nested groups in place.
+    /// By reflection over the stored properties.
     var specs: [OptionSpec] {
         Mirror(reflecting: self).children.flatMap { child -> [OptionSpec] in
             if let option = child.value as? any OptionDeclaration { return [option.spec] }
@@ -222,7 +222,7 @@ extension OptionGroup {
         }
     }
 
-    /// The rules of this group and of the groups nested in it.
+    /// By reflection, for the nested groups.
     var allRules: [OptionRule] {
         rules + Mirror(reflecting: self).children.flatMap { ($0.value as? any OptionGroup)?.allRules ?? [] }
     }
