@@ -148,4 +148,46 @@ struct ModelUpdateTests {
         let listed = try w.run(["list"], catalog: v2)
         #expect(listed.stdout.contains("installed") && !listed.stdout.contains("update available"), "\(listed)")
     }
+
+    /// A user's model (user-catalog.json, what `add` writes) changes without any catalog
+    /// version (`add --force`), so start-up compares the files of every installed user model
+    /// with the records: the one whose files changed says so, the others do not.
+    @Test("user-catalog.json: of three installed user models, list says 'update available' for the one whose file changed, whatever the version")
+    func userModelChangedInPlace() throws {
+        let w = try World(); defer { w.remove() }
+        var catalogs: [String] = []
+        for id in ["ua", "ub", "uc"] {
+            try w.addModel(id, files: [("weights.bin", 70 * 1024), ("config.json", 2 * 1024)])
+            catalogs.append(try w.filesCatalog(id, id: id))
+        }
+        let userCatalog = w.store + "/user-catalog.json"
+        try FileManager.default.createDirectory(atPath: w.store, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: try w.mergedCatalog(catalogs), toPath: userCatalog)
+        for id in ["ua", "ub", "uc"] {
+            let d = try w.run(["download", id], catalog: nil)
+            try #require(d.status == 0, "\(d)")
+        }
+        func updates() throws -> [String: Bool] {
+            let list = try w.run(["list", "--json"], catalog: nil)
+            try #require(list.status == 0, "\(list)")
+            let models = try #require(try list.jsonObject()["models"] as? [[String: Any]], "\(list)")
+            return Dictionary(uniqueKeysWithValues: models.compactMap { m in
+                (m["id"] as? String).flatMap { ["ua", "ub", "uc"].contains($0) ? ($0, m["updateAvailable"] as? Bool ?? false) : nil }
+            })
+        }
+        #expect(try updates() == ["ua": false, "ub": false, "uc": false])
+
+        // ub's weights change on the server and in the user catalog; its version stays.
+        _ = try w.nginx.addRandomFile("ub/weights.bin", size: 71 * 1024)
+        let changed = try w.mergedCatalog([catalogs[0], try w.filesCatalog("ub", id: "ub"), catalogs[2]])
+        try FileManager.default.removeItem(atPath: userCatalog)
+        try FileManager.default.copyItem(atPath: changed, toPath: userCatalog)
+        #expect(try updates() == ["ua": false, "ub": true, "uc": false])
+        let info = try w.run(["info", "ub"], catalog: nil)
+        #expect(info.stdout.contains("update:         available"), "\(info)")
+
+        let d = try w.run(["download", "ub"], catalog: nil)
+        #expect(d.status == 0, "\(d)")
+        #expect(try updates() == ["ua": false, "ub": false, "uc": false])
+    }
 }
